@@ -1,0 +1,26 @@
+package v1alpha1
+
+// Condition types the runtime writes.
+const (
+	// ConditionReady is the summary condition every Service object carries.
+	ConditionReady = "Ready"
+)
+
+// Reasons of the Ready condition. They are part of the API: tenants and alert rules
+// match on them.
+const (
+	ReasonReady                  = "Ready"
+	ReasonProgressing            = "Progressing"
+	ReasonProviderConfigMissing  = "ProviderConfigMissing"
+	ReasonProviderConfigInvalid  = "ProviderConfigInvalid"
+	ReasonWaitingForAccess       = "WaitingForAccess"
+	ReasonAccessDenied           = "AccessDenied"
+	ReasonWaitingForWorkload     = "WaitingForWorkloadCluster"
+	ReasonWorkloadDenied         = "WorkloadClusterDenied"
+	ReasonProviderError          = "ProviderError"
+	ReasonRuntimeError           = "RuntimeError"
+	ReasonNotSingleton           = "NotSingleton"
+	ReasonPermissionClaimMissing = "PermissionClaimNotAccepted"
+	ReasonDeleting               = "Deleting"
+	ReasonIgnored                = "Ignored"
+)

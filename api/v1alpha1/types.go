@@ -1,0 +1,98 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Phase summarises a Service object's state for humans and printer columns.
+// +kubebuilder:validation:Enum=Ready;Progressing;Terminating
+type Phase string
+
+const (
+	// PhaseReady means the provider's last CreateOrUpdate finished without pending work.
+	PhaseReady Phase = "Ready"
+	// PhaseProgressing means the runtime or the provider is still working (waiting for
+	// access, install in progress, or an error that is being retried).
+	PhaseProgressing Phase = "Progressing"
+	// PhaseTerminating means the object is being deleted.
+	PhaseTerminating Phase = "Terminating"
+)
+
+// ServiceStatus is the status of a Service API object. The runtime owns it: providers
+// report content through their Result and the Resources they installed, and the runtime
+// writes it, patching only when it changed.
+type ServiceStatus struct {
+	// ObservedGeneration is the metadata.generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Phase is Ready, Progressing or Terminating.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// Conditions hold the runtime's Ready condition and any the provider adds.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Identity is the stable tenant identity this object is served under: the
+	// ControlPlane's namespace/name in standard mode, the logical cluster in kcp mode.
+	// +optional
+	Identity string `json:"identity,omitempty"`
+
+	// Resources lists what the provider installed for this object.
+	// +optional
+	Resources []ManagedResource `json:"resources,omitempty"`
+}
+
+// ManagedResource names one object a provider installed for a tenant.
+type ManagedResource struct {
+	// Cluster is where the object lives: "workload" or "mcp".
+	Cluster string `json:"cluster"`
+	// APIVersion of the object.
+	APIVersion string `json:"apiVersion"`
+	// Kind of the object.
+	Kind string `json:"kind"`
+	// Namespace of the object, empty for cluster-scoped objects.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Name of the object.
+	Name string `json:"name"`
+}
+
+// KCP is the `spec.kcp` section a kcp-capable provider embeds in its ProviderConfig.
+// Its presence switches kcp mode on; removing it stops kcp mode. Classic providers
+// (whose worker runs on the end-user cluster) leave it out of their schema entirely.
+type KCP struct {
+	// ProviderWorkspace is the path of the kcp workspace that holds the provider's
+	// APIExport, e.g. root:my-org:services.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(:[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	ProviderWorkspace string `json:"providerWorkspace"`
+
+	// KubeconfigSecret holds the kubeconfig of the runtime's kcp identity.
+	KubeconfigSecret SecretReference `json:"kubeconfigSecret"`
+}
+
+// SecretReference points at a Secret on the platform cluster.
+type SecretReference struct {
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Namespace of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	Namespace string `json:"namespace"`
+	// Key in the Secret's data holding the kubeconfig.
+	// +kubebuilder:default=kubeconfig
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// KubeconfigKey returns the data key of the kubeconfig, defaulting to "kubeconfig".
+func (s SecretReference) KubeconfigKey() string {
+	if s.Key == "" {
+		return "kubeconfig"
+	}
+	return s.Key
+}

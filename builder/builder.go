@@ -1,0 +1,131 @@
+package builder
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/openmcp-project/kcp-serviceprovider/provider"
+	"github.com/openmcp-project/kcp-serviceprovider/workload"
+)
+
+// Builder collects a provider's declarations.
+type Builder[T provider.Object] struct {
+	name           string
+	scheme         *runtime.Scheme
+	object         T
+	providerConfig provider.ProviderConfig
+	workload       bool
+	workloadPerms  workload.Permissions
+	mcpPerms       workload.Permissions
+	errs           []error
+}
+
+// ServiceProvider starts a Builder for the provider called name (its ProviderConfig's
+// name, the managed-by label of its requests, the prefix of its leader election IDs).
+// scheme must know the Service API and ProviderConfig types.
+func ServiceProvider[T provider.Object](name string, scheme *runtime.Scheme) *Builder[T] {
+	b := &Builder[T]{name: name, scheme: scheme}
+	if name == "" {
+		b.errs = append(b.errs, errors.New("provider name is empty"))
+	}
+	return b
+}
+
+// For names the Service API type.
+func (b *Builder[T]) For(obj T) *Builder[T] {
+	b.object = obj
+	return b
+}
+
+// WithProviderConfig names the ProviderConfig type.
+func (b *Builder[T]) WithProviderConfig(pc provider.ProviderConfig) *Builder[T] {
+	b.providerConfig = pc
+	return b
+}
+
+// WorkloadCluster declares whether the provider's workers run on a workload cluster
+// (the workerless pattern, required for kcp) and what they need there.
+func (b *Builder[T]) WorkloadCluster(needed bool, perms workload.Permissions) *Builder[T] {
+	b.workload = needed
+	b.workloadPerms = perms
+	return b
+}
+
+// MCPPermissions declares what the provider (and the kubeconfig it hands its worker)
+// needs on the end-user cluster.
+func (b *Builder[T]) MCPPermissions(perms workload.Permissions) *Builder[T] {
+	b.mcpPerms = perms
+	return b
+}
+
+// Complete validates the declarations and returns the Runtime.
+func (b *Builder[T]) Complete(r provider.Reconciler[T]) (*Runtime[T], error) {
+	errs := b.errs
+	if r == nil {
+		errs = append(errs, errors.New("no Reconciler"))
+	}
+	if reflect.ValueOf(b.object).IsNil() {
+		errs = append(errs, errors.New("no Service API type: call For"))
+	}
+	if b.providerConfig == nil {
+		errs = append(errs, errors.New("no ProviderConfig type: call WithProviderConfig"))
+	}
+	if b.scheme == nil {
+		errs = append(errs, errors.New("no scheme"))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("service provider %q: %w", b.name, errors.Join(errs...))
+	}
+	gvk, err := apiutil.GVKForObject(b.object, b.scheme)
+	if err != nil {
+		return nil, fmt.Errorf("service provider %q: Service API type: %w", b.name, err)
+	}
+	listGVK := gvk.GroupVersion().WithKind(gvk.Kind + "List")
+	if _, err := b.scheme.New(listGVK); err != nil {
+		return nil, fmt.Errorf("service provider %q: %s is not in the scheme: %w", b.name, listGVK, err)
+	}
+	if _, err := apiutil.GVKForObject(b.providerConfig, b.scheme); err != nil {
+		return nil, fmt.Errorf("service provider %q: ProviderConfig type: %w", b.name, err)
+	}
+	return &Runtime[T]{decl: declarations[T]{
+		name: b.name, scheme: b.scheme, gvk: gvk, listGVK: listGVK,
+		object: b.object, providerConfig: b.providerConfig,
+		workload: b.workload, workloadPerms: b.workloadPerms, mcpPerms: b.mcpPerms,
+		reconciler: r,
+	}}, nil
+}
+
+// declarations are the validated results of a Builder.
+type declarations[T provider.Object] struct {
+	name           string
+	scheme         *runtime.Scheme
+	gvk, listGVK   schema.GroupVersionKind
+	object         T
+	providerConfig provider.ProviderConfig
+	workload       bool
+	workloadPerms  workload.Permissions
+	mcpPerms       workload.Permissions
+	reconciler     provider.Reconciler[T]
+}
+
+func (d *declarations[T]) newObject() T {
+	return reflect.New(reflect.TypeOf(d.object).Elem()).Interface().(T)
+}
+
+func (d *declarations[T]) newList() client.ObjectList {
+	l, _ := d.scheme.New(d.listGVK)
+	return l.(client.ObjectList)
+}
+
+func (d *declarations[T]) newProviderConfig() provider.ProviderConfig {
+	return reflect.New(reflect.TypeOf(d.providerConfig).Elem()).Interface().(provider.ProviderConfig)
+}
+
+// Finalizer is `<service group>/finalizer`, openMCP's convention.
+func (d *declarations[T]) finalizer() string { return d.gvk.Group + "/finalizer" }

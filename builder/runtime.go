@@ -1,0 +1,184 @@
+package builder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/apimachinery/pkg/runtime"
+	"net/http"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+
+	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/providerconfig"
+	"github.com/openmcp-project/kcp-serviceprovider/onboarding"
+	"github.com/openmcp-project/kcp-serviceprovider/provider"
+	"github.com/openmcp-project/kcp-serviceprovider/workload"
+)
+
+// Options are the deployment-time settings of a Runtime: where the clusters are and how
+// the process runs. None of them is provider code.
+type Options struct {
+	// Platform is the platform cluster (in-cluster config in production): the
+	// ProviderConfig, ClusterRequests and AccessRequests live there.
+	Platform *rest.Config
+	// Onboarding is the onboarding cluster; nil turns standard mode off.
+	Onboarding *rest.Config
+	// Namespace is the provider's own namespace on the platform cluster (POD_NAMESPACE):
+	// leader election leases live there.
+	Namespace string
+	// LeaderElection turns leader election on; each mode has its own lease.
+	LeaderElection bool
+	// MetricsBindAddress serves Prometheus metrics; "0" turns it off.
+	MetricsBindAddress string
+	// HealthProbeBindAddress serves /healthz and /readyz; "" or "0" turns it off.
+	HealthProbeBindAddress string
+	// RetryInterval is how often pending access requests are looked at again (grants also
+	// arrive through watches). Default 10s.
+	RetryInterval time.Duration
+	// MaxConcurrentReconciles per mode. Default 8.
+	MaxConcurrentReconciles int
+	// ClientQPS and ClientBurst of every client the runtime creates. Defaults 50/100:
+	// controller-runtime's 5/10 throttle a runtime serving many tenants.
+	ClientQPS   float32
+	ClientBurst int
+}
+
+func (o *Options) defaults() {
+	if o.RetryInterval == 0 {
+		o.RetryInterval = 10 * time.Second
+	}
+	if o.MaxConcurrentReconciles == 0 {
+		o.MaxConcurrentReconciles = 8
+	}
+	if o.ClientQPS == 0 {
+		o.ClientQPS = 50
+	}
+	if o.ClientBurst == 0 {
+		o.ClientBurst = 100
+	}
+	if o.MetricsBindAddress == "" {
+		o.MetricsBindAddress = "0"
+	}
+}
+
+func (o *Options) tune(cfg *rest.Config) {
+	cfg.QPS = o.ClientQPS
+	cfg.Burst = o.ClientBurst
+}
+
+// Runtime runs a provider in every configured mode.
+type Runtime[T provider.Object] struct {
+	decl declarations[T]
+}
+
+// Name is the provider's name.
+func (r *Runtime[T]) Name() string { return r.decl.name }
+
+// Start runs until ctx ends.
+func (r *Runtime[T]) Start(ctx context.Context, opts Options) error {
+	opts.defaults()
+	if opts.Platform == nil {
+		return errors.New("no platform cluster config")
+	}
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clustersv1alpha1.AddToScheme} {
+		utilruntime.Must(add(r.decl.scheme))
+	}
+	if opts.Onboarding == nil {
+		return errors.New("no onboarding cluster config: standard mode needs one")
+	}
+	mgr, err := r.standardManager(opts)
+	if err != nil {
+		return err
+	}
+	log.FromContext(ctx).Info("starting standard mode", "provider", r.decl.name)
+	return mgr.Start(ctx)
+}
+
+// platformManagerOptions are the options of a mode's manager, whose local cluster is
+// the platform cluster.
+func (r *Runtime[T]) platformManagerOptions(opts Options, mode string) manager.Options {
+	return manager.Options{
+		Scheme:                  r.decl.scheme,
+		LeaderElection:          opts.LeaderElection,
+		LeaderElectionID:        r.decl.name + "-" + mode,
+		LeaderElectionNamespace: opts.Namespace,
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
+		Client: client.Options{Cache: &client.CacheOptions{
+			// Secrets (access kubeconfigs) and namespaces are read directly: caching them
+			// would watch every Secret on the platform cluster.
+			DisableFor: []client.Object{&corev1.Secret{}, &corev1.Namespace{}},
+		}},
+		Cache: cache.Options{},
+	}
+}
+
+func (r *Runtime[T]) standardManager(opts Options) (mcmanager.Manager, error) {
+	onboardingCfg := rest.CopyConfig(opts.Onboarding)
+	opts.tune(onboardingCfg)
+	prov, onboardingCluster, err := onboarding.Provider(onboardingCfg, r.decl.scheme)
+	if err != nil {
+		return nil, fmt.Errorf("onboarding cluster: %w", err)
+	}
+	platformCfg := rest.CopyConfig(opts.Platform)
+	opts.tune(platformCfg)
+	mgr, err := mcmanager.New(platformCfg, prov, r.platformManagerOptions(opts, "standard"))
+	if err != nil {
+		return nil, fmt.Errorf("standard mode manager: %w", err)
+	}
+	if err := mgr.GetLocalManager().Add(onboardingCluster); err != nil {
+		return nil, err
+	}
+	if opts.HealthProbeBindAddress != "" && opts.HealthProbeBindAddress != "0" {
+		_ = mgr.AddHealthzCheck("ping", healthz.Ping)
+		_ = mgr.AddReadyzCheck("onboarding-cache", func(req *http.Request) error {
+			if !onboardingCluster.GetCache().WaitForCacheSync(req.Context()) {
+				return errors.New("onboarding cache not synced")
+			}
+			return nil
+		})
+	}
+	platform := mgr.GetLocalManager().GetClient()
+	tenancy := onboarding.NewTenancy[T](platform, onboarding.Options{
+		ProviderName: r.decl.name, Permissions: r.decl.mcpPerms, Scheme: r.decl.scheme,
+		RetryInterval: opts.RetryInterval, Tune: opts.tune,
+	})
+	eopts := engine.Options[T]{
+		NewObject: r.decl.newObject,
+		Finalizer: r.decl.finalizer(),
+		ProviderConfig: &providerconfig.Loader{
+			Reader: platform, Name: r.decl.name, New: r.decl.newProviderConfig,
+		},
+		Reconciler: r.decl.reconciler,
+		Tenancy:    tenancy,
+	}
+	if r.decl.workload {
+		eopts.Workload = workload.NewOrderer(platform, workload.Options{
+			ControllerName: r.decl.name, Permissions: r.decl.workloadPerms, Scheme: r.decl.scheme,
+			Labels: onboarding.Labels, RetryInterval: opts.RetryInterval, Tune: opts.tune,
+		})
+	}
+	if _, err := engine.Register(mgr, eopts, engine.Setup{
+		Name:                    r.decl.name + "-standard",
+		NewList:                 r.decl.newList,
+		ProviderConfig:          r.decl.newProviderConfig(),
+		ManagedBy:               r.decl.name,
+		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+	}); err != nil {
+		return nil, fmt.Errorf("standard mode controller: %w", err)
+	}
+	return mgr, nil
+}

@@ -1,0 +1,249 @@
+package access
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/openmcp-project/controller-utils/pkg/logging"
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	"github.com/openmcp-project/openmcp-operator/lib/clusteraccess/advanced"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+)
+
+// Options configure a Requester.
+type Options struct {
+	// ControllerName names the requests (`<controller>--<tenant>--<suffix>`) and is the
+	// managed-by label; the provider name.
+	ControllerName string
+	// Registration is the single cluster the Requester orders or accesses.
+	Registration advanced.ClusterRegistration
+	// Labels adds labels to the requests, e.g. the tenant's onboarding name or logical
+	// cluster, so that their events can be mapped back to the Service object.
+	Labels func(req reconcile.Request) map[string]string
+	// RetryInterval is how often a pending request is looked at again. Grants also
+	// trigger a reconcile through the engine's watch, so this is a safety net.
+	RetryInterval time.Duration
+	// Scheme for the clients handed out.
+	Scheme *runtime.Scheme
+	// DeniedReason is the Ready reason when the platform denies the request.
+	DeniedReason string
+	// WaitingReason is the Ready reason while the request is pending.
+	WaitingReason string
+	// ClientOptions tune the clients handed out (QPS, burst).
+	Tune func(*rest.Config)
+}
+
+// Key names one tenant's request: the library's reconcile.Request (its Name and
+// Namespace derive the request name and labels) and the tenant identity (which derives
+// the platform namespace).
+type Key struct {
+	Request  reconcile.Request
+	Identity cluster.Identity
+}
+
+// Requester orders one kind of cluster access for many tenants.
+type Requester struct {
+	opts     Options
+	platform client.Client
+	lib      advanced.ClusterAccessReconciler
+
+	mu    sync.Mutex
+	cache map[types.UID]cachedAccess
+}
+
+type cachedAccess struct {
+	resourceVersion string
+	access          *cluster.Access
+}
+
+// New returns a Requester creating its requests with the platform client.
+func New(platform client.Client, opts Options) *Requester {
+	if opts.RetryInterval == 0 {
+		opts.RetryInterval = 10 * time.Second
+	}
+	lib := advanced.NewClusterAccessReconciler(platform, opts.ControllerName).
+		WithRetryInterval(opts.RetryInterval).
+		Register(opts.Registration)
+	if opts.Labels != nil {
+		lib = lib.WithManagedLabels(func(controllerName string, req reconcile.Request, reg advanced.ClusterRegistration) (string, string, map[string]string) {
+			by, purpose, _ := advanced.DefaultManagedLabelGenerator(controllerName, req, reg)
+			return by, purpose, opts.Labels(req)
+		})
+	}
+	return &Requester{opts: opts, platform: platform, lib: lib, cache: map[types.UID]cachedAccess{}}
+}
+
+// NamespaceFromIdentity is the library namespace generator for requests in the tenant's
+// platform namespace; Requesters pass the Identity as the library's additional data.
+func NamespaceFromIdentity(_ reconcile.Request, data ...any) (string, error) {
+	for _, d := range data {
+		if id, ok := d.(cluster.Identity); ok {
+			return id.TenantNamespace(), nil
+		}
+	}
+	return "", fmt.Errorf("no tenant identity passed to the namespace generator")
+}
+
+// libContext bridges controller-runtime's logger into the library, which reads
+// controller-utils' logger from the context (and panics in places without one).
+func libContext(ctx context.Context) context.Context {
+	return logging.NewContext(ctx, logging.Wrap(ctrllog.FromContext(ctx)))
+}
+
+// Ensure orders the access if needed and returns it once granted at the current
+// generation. While it is not, the error is a *WaitingError.
+func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error) {
+	lctx := libContext(ctx)
+	res, err := r.lib.Reconcile(lctx, key.Request, key.Identity)
+	if err != nil {
+		return nil, fmt.Errorf("ordering %s access: %w", r.opts.Registration.ID(), err)
+	}
+	id := r.opts.Registration.ID()
+	if r.opts.Registration.ClusterRequestAvailable() {
+		cr, err := r.lib.ClusterRequest(lctx, key.Request, id, key.Identity)
+		if apierrors.IsNotFound(err) {
+			cr, err = nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading ClusterRequest: %w", err)
+		}
+		if cr != nil && cr.Status.IsDenied() {
+			return nil, &WaitingError{Reason: r.opts.DeniedReason, Final: true, RequeueAfter: 10 * r.opts.RetryInterval,
+				Message: fmt.Sprintf("ClusterRequest %s/%s was denied: %s", cr.Namespace, cr.Name, deniedMessage(cr.Status.Conditions))}
+		}
+	}
+	ar, err := r.accessRequest(lctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("reading AccessRequest: %w", err)
+	}
+	if ar != nil && ar.Status.IsDenied() {
+		return nil, &WaitingError{Reason: r.opts.DeniedReason, Final: true, RequeueAfter: 10 * r.opts.RetryInterval,
+			Message: fmt.Sprintf("AccessRequest %s/%s was denied: %s", ar.Namespace, ar.Name, deniedMessage(ar.Status.Conditions))}
+	}
+	if res.RequeueAfter > 0 || ar == nil || !ar.Status.IsGranted() || ar.Status.ObservedGeneration != ar.Generation {
+		what := "access to the " + id + " cluster"
+		if ar != nil {
+			what = fmt.Sprintf("AccessRequest %s/%s", ar.Namespace, ar.Name)
+		}
+		return nil, &WaitingError{Reason: r.opts.WaitingReason, RequeueAfter: r.opts.RetryInterval,
+			Message: "waiting for the platform to grant " + what}
+	}
+	return r.fromAccessRequest(ctx, ar)
+}
+
+// Release deletes the tenant's requests. It reports done once they are gone.
+func (r *Requester) Release(ctx context.Context, key Key) (bool, error) {
+	lctx := libContext(ctx)
+	ar, _ := r.accessRequest(lctx, key)
+	res, err := r.lib.ReconcileDelete(lctx, key.Request, key.Identity)
+	if err != nil {
+		return false, fmt.Errorf("releasing %s access: %w", r.opts.Registration.ID(), err)
+	}
+	if res.RequeueAfter > 0 {
+		return false, nil
+	}
+	if ar != nil {
+		r.mu.Lock()
+		delete(r.cache, ar.UID)
+		r.mu.Unlock()
+	}
+	return true, nil
+}
+
+// fromAccessRequest reads the access Secret into a client, reusing the cached one while
+// the Secret is unchanged.
+func (r *Requester) fromAccessRequest(ctx context.Context, ar *clustersv1alpha1.AccessRequest) (*cluster.Access, error) {
+	if ar.Status.SecretRef == nil {
+		return nil, &WaitingError{Reason: r.opts.WaitingReason, RequeueAfter: r.opts.RetryInterval,
+			Message: fmt.Sprintf("AccessRequest %s/%s is granted but names no Secret yet", ar.Namespace, ar.Name)}
+	}
+	s := &corev1.Secret{}
+	if err := r.platform.Get(ctx, client.ObjectKey{Namespace: ar.Namespace, Name: ar.Status.SecretRef.Name}, s); err != nil {
+		return nil, fmt.Errorf("reading access Secret of AccessRequest %s/%s: %w", ar.Namespace, ar.Name, err)
+	}
+	r.mu.Lock()
+	c, ok := r.cache[ar.UID]
+	r.mu.Unlock()
+	if ok && c.resourceVersion == s.ResourceVersion {
+		return c.access, nil
+	}
+	kcfg := s.Data[clustersv1alpha1.SecretKeyKubeconfig]
+	if len(kcfg) == 0 {
+		return nil, fmt.Errorf("access Secret %s/%s has no %q key", s.Namespace, s.Name, clustersv1alpha1.SecretKeyKubeconfig)
+	}
+	a, err := FromKubeconfig(kcfg, r.opts.Scheme, r.opts.Tune)
+	if err != nil {
+		return nil, fmt.Errorf("access Secret %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	r.mu.Lock()
+	r.cache[ar.UID] = cachedAccess{resourceVersion: s.ResourceVersion, access: a}
+	r.mu.Unlock()
+	return a, nil
+}
+
+// FromKubeconfig builds an Access from raw kubeconfig bytes.
+func FromKubeconfig(kubeconfig []byte, scheme *runtime.Scheme, tune func(*rest.Config)) (*cluster.Access, error) {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		// The parse error can quote the file; never pass it on.
+		return nil, fmt.Errorf("kubeconfig does not parse")
+	}
+	if tune != nil {
+		tune(cfg)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("creating client for %s: %w", cfg.Host, err)
+	}
+	return &cluster.Access{Client: c, Config: cfg, Kubeconfig: kubeconfig}, nil
+}
+
+// deniedMessage picks the platform's explanation from the request's conditions.
+func deniedMessage(conds []metav1.Condition) string {
+	for _, c := range conds {
+		if c.Status != metav1.ConditionTrue && c.Message != "" {
+			return c.Message
+		}
+	}
+	for _, c := range conds {
+		if c.Message != "" {
+			return c.Message
+		}
+	}
+	return "no reason given"
+}
+
+// Lookup returns the tenant's access if it was granted, without ordering anything: the
+// deletion path uses it so that a tenant being deleted never causes new requests.
+func (r *Requester) Lookup(ctx context.Context, key Key) (*cluster.Access, error) {
+	ar, err := r.accessRequest(libContext(ctx), key)
+	if err != nil {
+		return nil, fmt.Errorf("reading AccessRequest: %w", err)
+	}
+	if ar == nil || !ar.Status.IsGranted() || ar.Status.SecretRef == nil {
+		return nil, nil
+	}
+	return r.fromAccessRequest(ctx, ar)
+}
+
+// accessRequest reads the tenant's AccessRequest; nil when there is none.
+func (r *Requester) accessRequest(ctx context.Context, key Key) (*clustersv1alpha1.AccessRequest, error) {
+	ar, err := r.lib.AccessRequest(ctx, key.Request, r.opts.Registration.ID(), key.Identity)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return ar, err
+}

@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+)
+
+// clusterSet tracks the clusters the manager engaged, so that a ProviderConfig change
+// can fan out to every object in every workspace. The manager engages it like any
+// controller (it is a multicluster.Aware runnable).
+type clusterSet struct {
+	newList func() client.ObjectList
+
+	mu       sync.RWMutex
+	clusters map[string]ctrlcluster.Cluster
+}
+
+var _ multicluster.Aware = &clusterSet{}
+
+func newClusterSet(newList func() client.ObjectList) *clusterSet {
+	return &clusterSet{newList: newList, clusters: map[string]ctrlcluster.Cluster{}}
+}
+
+// Start only blocks: the set has nothing to run.
+func (s *clusterSet) Start(ctx context.Context) error {
+	<-ctx.Done()
+	return nil
+}
+
+// Engage records the cluster until its context ends (the workspace unbound or vanished).
+func (s *clusterSet) Engage(ctx context.Context, name multicluster.ClusterName, cl ctrlcluster.Cluster) error {
+	s.mu.Lock()
+	s.clusters[string(name)] = cl
+	s.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		s.mu.Lock()
+		if s.clusters[string(name)] == cl {
+			delete(s.clusters, string(name))
+		}
+		s.mu.Unlock()
+	}()
+	return nil
+}
+
+// Len is the number of engaged clusters.
+func (s *clusterSet) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.clusters)
+}
+
+// Get returns an engaged cluster.
+func (s *clusterSet) Get(name string) (ctrlcluster.Cluster, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	cl, ok := s.clusters[name]
+	return cl, ok
+}
+
+// List returns a request for every object in the named cluster, or in all of them.
+// It reads the informer caches only.
+func (s *clusterSet) List(ctx context.Context, name string) []mcreconcile.Request {
+	s.mu.RLock()
+	targets := map[string]ctrlcluster.Cluster{}
+	for n, cl := range s.clusters {
+		if name == "" || n == name {
+			targets[n] = cl
+		}
+	}
+	s.mu.RUnlock()
+
+	var reqs []mcreconcile.Request
+	for n, cl := range targets {
+		list := s.newList()
+		if err := cl.GetCache().List(ctx, list); err != nil {
+			log.FromContext(ctx).Error(err, "listing objects for fan-out", "cluster", n)
+			continue
+		}
+		_ = meta.EachListItem(list, func(o runtime.Object) error {
+			obj, ok := o.(client.Object)
+			if !ok {
+				return nil
+			}
+			reqs = append(reqs, mcreconcile.Request{
+				ClusterName: multicluster.ClusterName(n),
+				Request:     reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)},
+			})
+			return nil
+		})
+	}
+	return reqs
+}

@@ -1,0 +1,14 @@
+// Package engine is the one reconcile loop behind every mode.
+//
+// It is workspace-shaped: a request names a cluster (the onboarding cluster in standard
+// mode, a logical cluster in kcp mode) and an object in it. What differs between modes
+// (how the tenant is identified, how the end-user cluster is reached, whether a
+// workspace may hold more than one object) sits behind the small Tenancy interface, so a
+// new mode is a new Tenancy and a new multicluster provider, not a second engine.
+//
+// For one Service object the engine, in order: honours the operation annotation, loads
+// the ProviderConfig, admits the object (singleton rule), adds the finalizer, resolves
+// end-user and workload access, calls the provider, and writes the status when it
+// changed. Deletion runs the same resolution, calls Delete, releases workload access,
+// then end-user access, then removes the finalizer.
+package engine

@@ -1,0 +1,300 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/providerconfig"
+	"github.com/openmcp-project/kcp-serviceprovider/provider"
+)
+
+// Options configure an Engine.
+type Options[T provider.Object] struct {
+	// NewObject returns an empty Service object.
+	NewObject func() T
+	// Finalizer is `<service group>/finalizer`.
+	Finalizer string
+	// ProviderConfig loads the ProviderConfig.
+	ProviderConfig *providerconfig.Loader
+	// Reconciler is the provider.
+	Reconciler provider.Reconciler[T]
+	// Tenancy is the mode.
+	Tenancy Tenancy[T]
+	// Workload orders workload clusters; nil when the provider runs no workers there.
+	Workload *access.Requester
+	// Recorder emits events on Service objects; may be nil.
+	Recorder func(clusterName string) record.EventRecorder
+	// ProgressInterval is how soon an object in progress is looked at again when the
+	// provider names no interval. Default 5s.
+	ProgressInterval time.Duration
+}
+
+// Engine reconciles Service objects of one type in one mode.
+type Engine[T provider.Object] struct {
+	opts     Options[T]
+	clusters *clusterSet
+}
+
+// New returns an Engine.
+func New[T provider.Object](opts Options[T], clusters *clusterSet) *Engine[T] {
+	if opts.ProgressInterval == 0 {
+		opts.ProgressInterval = 5 * time.Second
+	}
+	return &Engine[T]{opts: opts, clusters: clusters}
+}
+
+// Reconcile implements the multicluster reconciler.
+func (e *Engine[T]) Reconcile(ctx context.Context, req mcreconcile.Request) (reconcile.Result, error) {
+	cl, ok := e.clusters.Get(string(req.ClusterName))
+	if !ok {
+		// The workspace unbound or disappeared after the request was queued; its
+		// platform-side leftovers are the orphan sweep's job.
+		return reconcile.Result{}, nil
+	}
+	obj := e.opts.NewObject()
+	if err := cl.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) || errors.Is(err, multicluster.ErrClusterNotFound) {
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("reading %s: %w", req.NamespacedName, err)
+	}
+	t := e.opts.Tenancy.Target(string(req.ClusterName), cl, obj)
+	logger := log.FromContext(ctx).WithValues("mode", e.opts.Tenancy.Mode(), "workspace", req.ClusterName,
+		"object", req.NamespacedName.String(), "identity", t.Identity.String())
+	ctx = log.IntoContext(ctx, logger)
+
+	switch obj.GetAnnotations()[openmcpconst.OperationAnnotation] {
+	case openmcpconst.OperationAnnotationValueIgnore:
+		logger.V(1).Info("skipping: operation annotation says ignore")
+		return reconcile.Result{}, nil
+	case openmcpconst.OperationAnnotationValueReconcile:
+		// A one-shot request for a reconcile: remove it first, so that a failure below
+		// does not leave it to fire again.
+		base := obj.DeepCopyObject().(T)
+		anns := obj.GetAnnotations()
+		delete(anns, openmcpconst.OperationAnnotation)
+		obj.SetAnnotations(anns)
+		if err := cl.GetClient().Patch(ctx, obj, client.MergeFrom(base)); err != nil {
+			return reconcile.Result{}, fmt.Errorf("removing operation annotation: %w", err)
+		}
+	}
+
+	w := &writer[T]{client: cl.GetClient(), obj: obj, base: obj.GetServiceStatus().DeepCopy()}
+	st := obj.GetServiceStatus()
+	st.Identity = t.Identity.String()
+
+	pc, pcErr := e.opts.ProviderConfig.Load(ctx)
+	if !obj.GetDeletionTimestamp().IsZero() {
+		res, err := e.delete(ctx, t, pc, pcErr)
+		return w.finish(ctx, res, err)
+	}
+	res, err := e.createOrUpdate(ctx, t, pc, pcErr)
+	return w.finish(ctx, res, err)
+}
+
+// createOrUpdate runs the create/update path and records the outcome in the status.
+func (e *Engine[T]) createOrUpdate(ctx context.Context, t Target[T], pc provider.ProviderConfig, pcErr error) (reconcile.Result, error) {
+	obj := t.Object
+	st := obj.GetServiceStatus()
+	if pcErr != nil {
+		return e.providerConfigProblem(st, obj.GetGeneration(), pcErr)
+	}
+	if err := e.opts.Tenancy.Admit(ctx, t); err != nil {
+		return e.waitingOrError(st, obj.GetGeneration(), err)
+	}
+	if !controllerutil.ContainsFinalizer(obj, e.opts.Finalizer) {
+		base := obj.DeepCopyObject().(T)
+		controllerutil.AddFinalizer(obj, e.opts.Finalizer)
+		if err := t.Cluster.GetClient().Patch(ctx, obj, client.MergeFrom(base)); err != nil {
+			return reconcile.Result{}, fmt.Errorf("adding finalizer: %w", err)
+		}
+	}
+	tenant, err := e.resolve(ctx, t, pc)
+	if err != nil {
+		return e.waitingOrError(st, obj.GetGeneration(), err)
+	}
+	res, err := e.opts.Reconciler.CreateOrUpdate(cluster.WithTenant(ctx, tenant), obj)
+	if err != nil {
+		setReady(st, obj.GetGeneration(), metav1.ConditionFalse, v1alpha1.ReasonProviderError, err.Error(), v1alpha1.PhaseProgressing)
+		return reconcile.Result{}, fmt.Errorf("provider CreateOrUpdate: %w", err)
+	}
+	if res.InProgress {
+		msg := res.Message
+		if msg == "" {
+			msg = "installation in progress"
+		}
+		setReady(st, obj.GetGeneration(), metav1.ConditionFalse, v1alpha1.ReasonProgressing, msg, v1alpha1.PhaseProgressing)
+		return reconcile.Result{RequeueAfter: orDefault(res.RequeueAfter, e.opts.ProgressInterval)}, nil
+	}
+	msg := res.Message
+	if msg == "" {
+		msg = "service is installed"
+	}
+	setReady(st, obj.GetGeneration(), metav1.ConditionTrue, v1alpha1.ReasonReady, msg, v1alpha1.PhaseReady)
+	return reconcile.Result{RequeueAfter: orDefault(res.RequeueAfter, providerconfig.PollInterval(pc))}, nil
+}
+
+// delete runs the deletion sequence: provider Delete, workload access, end-user
+// access, finalizer.
+func (e *Engine[T]) delete(ctx context.Context, t Target[T], pc provider.ProviderConfig, pcErr error) (reconcile.Result, error) {
+	obj := t.Object
+	st := obj.GetServiceStatus()
+	if !controllerutil.ContainsFinalizer(obj, e.opts.Finalizer) {
+		return reconcile.Result{}, nil
+	}
+	if pcErr != nil {
+		// Without its configuration the provider cannot tell what to remove; keep the
+		// finalizer and say why, rather than tearing down blindly.
+		return e.providerConfigProblem(st, obj.GetGeneration(), pcErr)
+	}
+	setReady(st, obj.GetGeneration(), metav1.ConditionFalse, v1alpha1.ReasonDeleting, "removing the service", v1alpha1.PhaseTerminating)
+
+	tenant := &cluster.Tenant{Mode: e.opts.Tenancy.Mode(), Identity: t.Identity, ProviderConfig: pc}
+	mcp, err := e.opts.Tenancy.LookupEndUser(ctx, t)
+	if err != nil {
+		return e.waitingOrError(st, obj.GetGeneration(), err)
+	}
+	tenant.MCP = mcp
+	if e.opts.Workload != nil {
+		wl, err := e.opts.Workload.Lookup(ctx, t.Key)
+		if err != nil {
+			return e.waitingOrError(st, obj.GetGeneration(), err)
+		}
+		tenant.Workload = wl
+	}
+	res, err := e.opts.Reconciler.Delete(cluster.WithTenant(ctx, tenant), obj)
+	if err != nil {
+		setReady(st, obj.GetGeneration(), metav1.ConditionFalse, v1alpha1.ReasonProviderError, err.Error(), v1alpha1.PhaseTerminating)
+		return reconcile.Result{}, fmt.Errorf("provider Delete: %w", err)
+	}
+	if res.InProgress {
+		if res.Message != "" {
+			setReady(st, obj.GetGeneration(), metav1.ConditionFalse, v1alpha1.ReasonDeleting, res.Message, v1alpha1.PhaseTerminating)
+		}
+		return reconcile.Result{RequeueAfter: orDefault(res.RequeueAfter, e.opts.ProgressInterval)}, nil
+	}
+	if e.opts.Workload != nil {
+		done, err := e.opts.Workload.Release(ctx, t.Key)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if !done {
+			setReady(st, obj.GetGeneration(), metav1.ConditionFalse, v1alpha1.ReasonDeleting, "releasing the workload cluster", v1alpha1.PhaseTerminating)
+			return reconcile.Result{RequeueAfter: e.opts.ProgressInterval}, nil
+		}
+	}
+	done, err := e.opts.Tenancy.ReleaseEndUser(ctx, t)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !done {
+		setReady(st, obj.GetGeneration(), metav1.ConditionFalse, v1alpha1.ReasonDeleting, "releasing end-user cluster access", v1alpha1.PhaseTerminating)
+		return reconcile.Result{RequeueAfter: e.opts.ProgressInterval}, nil
+	}
+	base := obj.DeepCopyObject().(T)
+	controllerutil.RemoveFinalizer(obj, e.opts.Finalizer)
+	if err := t.Cluster.GetClient().Patch(ctx, obj, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, fmt.Errorf("removing finalizer: %w", err)
+	}
+	return reconcile.Result{}, errGone
+}
+
+// resolve orders and returns every cluster the provider needs.
+func (e *Engine[T]) resolve(ctx context.Context, t Target[T], pc provider.ProviderConfig) (*cluster.Tenant, error) {
+	tenant := &cluster.Tenant{Mode: e.opts.Tenancy.Mode(), Identity: t.Identity, ProviderConfig: pc}
+	mcp, err := e.opts.Tenancy.EndUser(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	tenant.MCP = mcp
+	if e.opts.Workload != nil {
+		wl, err := e.opts.Workload.Ensure(ctx, t.Key)
+		if err != nil {
+			return nil, err
+		}
+		tenant.Workload = wl
+	}
+	return tenant, nil
+}
+
+func (e *Engine[T]) providerConfigProblem(st *v1alpha1.ServiceStatus, gen int64, err error) (reconcile.Result, error) {
+	reason := v1alpha1.ReasonRuntimeError
+	var invalid *providerconfig.InvalidError
+	switch {
+	case errors.Is(err, providerconfig.ErrMissing):
+		reason = v1alpha1.ReasonProviderConfigMissing
+	case errors.As(err, &invalid):
+		reason = v1alpha1.ReasonProviderConfigInvalid
+	default:
+		setReady(st, gen, metav1.ConditionFalse, reason, err.Error(), phaseFor(st))
+		return reconcile.Result{}, err
+	}
+	// The ProviderConfig watch brings every object back when it is fixed.
+	setReady(st, gen, metav1.ConditionFalse, reason, err.Error(), phaseFor(st))
+	return reconcile.Result{}, nil
+}
+
+func (e *Engine[T]) waitingOrError(st *v1alpha1.ServiceStatus, gen int64, err error) (reconcile.Result, error) {
+	if w, ok := access.AsWaiting(err); ok {
+		setReady(st, gen, metav1.ConditionFalse, w.Reason, w.Message, phaseFor(st))
+		return reconcile.Result{RequeueAfter: w.RequeueAfter}, nil
+	}
+	setReady(st, gen, metav1.ConditionFalse, v1alpha1.ReasonRuntimeError, err.Error(), phaseFor(st))
+	return reconcile.Result{}, err
+}
+
+func phaseFor(st *v1alpha1.ServiceStatus) v1alpha1.Phase {
+	if st.Phase == v1alpha1.PhaseTerminating {
+		return v1alpha1.PhaseTerminating
+	}
+	return v1alpha1.PhaseProgressing
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// errGone tells the writer the object is gone (finalizer removed): nothing to write.
+var errGone = errors.New("object released")
+
+// writer patches the status once, at the end of a reconcile, and only when it changed.
+type writer[T provider.Object] struct {
+	client client.Client
+	obj    T
+	base   *v1alpha1.ServiceStatus
+}
+
+func (w *writer[T]) finish(ctx context.Context, res reconcile.Result, err error) (reconcile.Result, error) {
+	if errors.Is(err, errGone) {
+		return reconcile.Result{}, nil
+	}
+	st := w.obj.GetServiceStatus()
+	if !equality.Semantic.DeepEqual(w.base, st) {
+		base := w.obj.DeepCopyObject().(T)
+		*base.GetServiceStatus() = *w.base
+		if perr := w.client.Status().Patch(ctx, w.obj, client.MergeFrom(base)); perr != nil && !apierrors.IsNotFound(perr) {
+			return reconcile.Result{}, errors.Join(err, fmt.Errorf("writing status: %w", perr))
+		}
+	}
+	return res, err
+}

@@ -1,0 +1,92 @@
+package engine
+
+import (
+	"context"
+
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
+	mchandler "sigs.k8s.io/multicluster-runtime/pkg/handler"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	"github.com/openmcp-project/kcp-serviceprovider/provider"
+)
+
+// Setup configures the controller.
+type Setup struct {
+	// Name of the controller, unique per manager.
+	Name string
+	// NewList returns an empty list of the Service type.
+	NewList func() client.ObjectList
+	// ProviderConfig is an empty ProviderConfig, the type to watch on the platform cluster.
+	ProviderConfig client.Object
+	// ManagedBy is the managed-by label value of the runtime's platform-side requests.
+	ManagedBy string
+	// Singleton re-queues every object of a workspace when one of them changes, so that
+	// the next oldest takes over when the active one goes.
+	Singleton bool
+	// MaxConcurrentReconciles bounds parallel reconciles.
+	MaxConcurrentReconciles int
+}
+
+// Register builds the engine's controller on mgr. The manager's local cluster is the
+// platform cluster; its provider yields the clusters holding Service objects.
+func Register[T provider.Object](mgr mcmanager.Manager, opts Options[T], s Setup) (*Engine[T], error) {
+	set := newClusterSet(s.NewList)
+	if err := mgr.Add(set); err != nil {
+		return nil, err
+	}
+	e := New(opts, set)
+
+	local := []mcbuilder.WatchesOption{mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false)}
+	fanOut := mapAll(func(ctx context.Context, _ client.Object) []mcreconcile.Request { return set.List(ctx, "") })
+	toTenant := mapAll(func(ctx context.Context, o client.Object) []mcreconcile.Request {
+		return opts.Tenancy.RequestsFor(ctx, o.GetLabels(), set)
+	})
+	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetLabels()[openmcpconst.ManagedByLabel] == s.ManagedBy
+	})
+
+	b := mcbuilder.ControllerManagedBy(mgr).
+		Named(s.Name).
+		For(opts.NewObject(), mcbuilder.WithPredicates(predicate.Or[client.Object](
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+		// A ProviderConfig change re-reconciles every object in every workspace.
+		Watches(s.ProviderConfig, fanOut, append(local, mcbuilder.WithPredicates(predicate.GenerationChangedPredicate{}))...).
+		// Grants, denials and renewals of the tenant's requests bring it back at once.
+		Watches(&clustersv1alpha1.AccessRequest{}, toTenant, append(local, mcbuilder.WithPredicates(ours))...).
+		Watches(&clustersv1alpha1.ClusterRequest{}, toTenant, append(local, mcbuilder.WithPredicates(ours))...).
+		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: s.MaxConcurrentReconciles})
+	if s.Singleton {
+		b = b.Watches(opts.NewObject(), func(name multicluster.ClusterName, _ ctrlcluster.Cluster) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
+			return handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []mcreconcile.Request {
+				return set.List(ctx, string(name))
+			})
+		}, mcbuilder.WithPredicates(predicate.Funcs{
+			// Only arrivals and departures change who is oldest.
+			CreateFunc:  func(_ event.CreateEvent) bool { return true },
+			DeleteFunc:  func(_ event.DeleteEvent) bool { return true },
+			UpdateFunc:  func(u event.UpdateEvent) bool { return u.ObjectNew.GetDeletionTimestamp() != nil },
+			GenericFunc: func(_ event.GenericEvent) bool { return false },
+		}))
+	}
+	if err := b.Complete(e); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func mapAll(fn func(context.Context, client.Object) []mcreconcile.Request) mchandler.TypedEventHandlerFunc[client.Object, mcreconcile.Request] {
+	h := handler.TypedEnqueueRequestsFromMapFunc(fn)
+	return func(multicluster.ClusterName, ctrlcluster.Cluster) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
+		return h
+	}
+}

@@ -1,0 +1,61 @@
+package engine
+
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
+	"github.com/openmcp-project/kcp-serviceprovider/provider"
+)
+
+// Target is one Service object as a mode sees it.
+type Target[T provider.Object] struct {
+	// ClusterName is the multicluster name of the cluster holding the object.
+	ClusterName string
+	// Cluster holds the object (the onboarding cluster, a workspace through the virtual
+	// workspace).
+	Cluster ctrlcluster.Cluster
+	// Object is the Service object.
+	Object T
+	// Identity is the tenant's identity.
+	Identity cluster.Identity
+	// Key names the tenant's platform-side requests.
+	Key access.Key
+}
+
+// Tenancy is what differs between modes.
+type Tenancy[T provider.Object] interface {
+	// Mode names the mode.
+	Mode() cluster.Mode
+	// Target identifies the tenant behind an object.
+	Target(clusterName string, cl ctrlcluster.Cluster, obj T) Target[T]
+	// Admit decides whether the object may be served; a rejection is an
+	// *access.WaitingError whose message the tenant reads.
+	Admit(ctx context.Context, t Target[T]) error
+	// EndUser returns access to the end-user cluster, or an *access.WaitingError.
+	EndUser(ctx context.Context, t Target[T]) (*cluster.Access, error)
+	// LookupEndUser returns the end-user access if it exists, without ordering it (used
+	// while deleting); nil when there is none.
+	LookupEndUser(ctx context.Context, t Target[T]) (*cluster.Access, error)
+	// ReleaseEndUser removes the end-user access; false while still in progress.
+	ReleaseEndUser(ctx context.Context, t Target[T]) (bool, error)
+	// RequestsFor maps a platform-side request (by its labels) back to the Service
+	// objects it serves.
+	RequestsFor(ctx context.Context, labels map[string]string, clusters ClusterLister) []mcreconcile.Request
+}
+
+// ClusterLister lists the objects of the engine's type in the engaged clusters.
+type ClusterLister interface {
+	// List returns requests for every object in the named cluster, or in every engaged
+	// cluster when name is empty.
+	List(ctx context.Context, name string) []mcreconcile.Request
+	// Get returns an engaged cluster.
+	Get(name string) (ctrlcluster.Cluster, bool)
+}
+
+// ObjectKey is a helper for Tenancies.
+func ObjectKey(o client.Object) client.ObjectKey { return client.ObjectKeyFromObject(o) }

@@ -1,0 +1,74 @@
+package provider
+
+import (
+	"context"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+)
+
+// Object is a Service API object: what a tenant creates to request the service.
+type Object interface {
+	client.Object
+	// GetServiceStatus returns the object's status block, which the runtime writes.
+	GetServiceStatus() *v1alpha1.ServiceStatus
+}
+
+// Reconciler is all a provider writes.
+type Reconciler[T Object] interface {
+	// CreateOrUpdate installs or updates the service for obj. It is called again when
+	// obj, the ProviderConfig or the tenant's credentials change, so it must be
+	// idempotent. It may record what it installed in obj's status Resources and add
+	// conditions of its own; the runtime writes them.
+	CreateOrUpdate(ctx context.Context, obj T) (Result, error)
+	// Delete removes what CreateOrUpdate installed. The runtime removes the tenant's
+	// cluster access and the finalizer after Delete reports done.
+	Delete(ctx context.Context, obj T) (Result, error)
+}
+
+// Result is what a provider reports besides an error.
+type Result struct {
+	// InProgress says the work is not finished (an install still rolling out, a delete
+	// still waiting for children). The object stays Progressing (or keeps its finalizer
+	// when deleting) and the runtime calls again after RequeueAfter.
+	InProgress bool
+	// Message explains InProgress to the tenant; it becomes the Ready condition's message.
+	Message string
+	// RequeueAfter asks to be called again after this duration. Zero means the
+	// ProviderConfig's poll interval (or a short default while InProgress).
+	RequeueAfter time.Duration
+}
+
+// Done is the Result of finished work.
+func Done() Result { return Result{} }
+
+// Pending is the Result of unfinished work, with a message for the tenant.
+func Pending(message string, after time.Duration) Result {
+	return Result{InProgress: true, Message: message, RequeueAfter: after}
+}
+
+// ProviderConfig is the provider's configuration object: cluster-scoped, on the
+// platform cluster, named after the provider.
+type ProviderConfig interface {
+	client.Object
+}
+
+// Validator is implemented by ProviderConfigs that check themselves beyond their CRD
+// schema. An error shows as Ready=False (ProviderConfigInvalid) on every Service object.
+type Validator interface {
+	Validate() error
+}
+
+// PollIntervaler is implemented by ProviderConfigs with a `spec.pollInterval`: how often
+// a Ready object is reconciled again to catch drift.
+type PollIntervaler interface {
+	PollInterval() time.Duration
+}
+
+// KCPConfigurer is implemented by ProviderConfigs that embed the runtime's `spec.kcp`
+// section. A nil result means kcp mode is off.
+type KCPConfigurer interface {
+	KCPConfig() *v1alpha1.KCP
+}

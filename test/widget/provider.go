@@ -1,0 +1,73 @@
+package widget
+
+import (
+	"context"
+	"errors"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/provider"
+)
+
+// Provider installs a widget: on the workload cluster, in the tenant's namespace, a
+// ConfigMap with the widget's settings and a Secret with the end-user kubeconfig its
+// worker would use.
+type Provider struct{}
+
+var _ provider.Reconciler[*Widget] = Provider{}
+
+// CreateOrUpdate installs or updates the widget.
+func (Provider) CreateOrUpdate(ctx context.Context, w *Widget) (provider.Result, error) {
+	if w.Spec.Fail != "" {
+		return provider.Result{}, errors.New(w.Spec.Fail)
+	}
+	wl, ns := cluster.WorkloadFromCtx(ctx), cluster.IdentityFromCtx(ctx).TenantNamespace()
+	config := cluster.ProviderConfigFromCtx[*WidgetConfig](ctx)
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "widget", Namespace: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "widget-kubeconfig", Namespace: ns}},
+	}
+	w.Status.Resources = nil
+	for _, o := range objs {
+		if _, err := controllerutil.CreateOrUpdate(ctx, wl, o, func() error {
+			switch o := o.(type) {
+			case *corev1.ConfigMap:
+				o.Data = map[string]string{"color": w.Spec.Color, "greeting": config.Spec.Greeting}
+			case *corev1.Secret:
+				o.Data = map[string][]byte{"kubeconfig": cluster.MCPKubeconfigFromCtx(ctx)}
+			}
+			return nil
+		}); err != nil {
+			return provider.Result{}, err
+		}
+		gvk, _ := wl.GroupVersionKindFor(o)
+		w.Status.Resources = append(w.Status.Resources, v1alpha1.ManagedResource{
+			Cluster: "workload", APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName()})
+	}
+	return provider.Done(), nil
+}
+
+// Delete removes the widget's objects; the namespace goes last.
+func (Provider) Delete(ctx context.Context, w *Widget) (provider.Result, error) {
+	wl, ns := cluster.WorkloadFromCtx(ctx), cluster.IdentityFromCtx(ctx).TenantNamespace()
+	if wl == nil {
+		return provider.Done(), nil // never granted: nothing was installed
+	}
+	for _, o := range []client.Object{
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "widget", Namespace: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "widget-kubeconfig", Namespace: ns}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+	} {
+		if err := wl.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+			return provider.Result{}, err
+		}
+	}
+	return provider.Done(), nil
+}

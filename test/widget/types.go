@@ -1,0 +1,98 @@
+package widget
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+)
+
+// GroupVersion of the test Service API.
+var GroupVersion = schema.GroupVersion{Group: "widgets.services.open-control-plane.io", Version: "v1alpha1"}
+
+var schemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+// AddToScheme adds the Widget types.
+func AddToScheme(s *runtime.Scheme) error { return schemeBuilder.AddToScheme(s) }
+
+func init() {
+	schemeBuilder.Register(&Widget{}, &WidgetList{}, &WidgetConfig{}, &WidgetConfigList{})
+}
+
+// WidgetSpec is what a tenant asks for.
+type WidgetSpec struct {
+	// Color of the widget.
+	Color string `json:"color,omitempty"`
+	// Fail makes the provider fail with this message (tests the error path).
+	// +optional
+	Fail string `json:"fail,omitempty"`
+}
+
+// Widget is the test Service API.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+type Widget struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   WidgetSpec             `json:"spec,omitempty"`
+	Status v1alpha1.ServiceStatus `json:"status,omitempty"`
+}
+
+// GetServiceStatus implements provider.Object.
+func (w *Widget) GetServiceStatus() *v1alpha1.ServiceStatus { return &w.Status }
+
+// WidgetList is a list of Widgets.
+// +kubebuilder:object:root=true
+type WidgetList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Widget `json:"items"`
+}
+
+// WidgetConfigSpec is the platform team's configuration.
+type WidgetConfigSpec struct {
+	// Greeting is written into every tenant's widget ConfigMap.
+	Greeting string `json:"greeting,omitempty"`
+	// PollInterval between reconciles of Ready objects.
+	// +optional
+	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
+	// KCP switches kcp mode on.
+	// +optional
+	KCP *v1alpha1.KCP `json:"kcp,omitempty"`
+}
+
+// WidgetConfig is the test ProviderConfig.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster
+type WidgetConfig struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec WidgetConfigSpec `json:"spec,omitempty"`
+}
+
+// PollInterval implements provider.PollIntervaler.
+func (c *WidgetConfig) PollInterval() time.Duration {
+	if c.Spec.PollInterval == nil {
+		return 0
+	}
+	return c.Spec.PollInterval.Duration
+}
+
+// KCPConfig implements provider.KCPConfigurer.
+func (c *WidgetConfig) KCPConfig() *v1alpha1.KCP { return c.Spec.KCP }
+
+// WidgetConfigList is a list of WidgetConfigs.
+// +kubebuilder:object:root=true
+type WidgetConfigList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []WidgetConfig `json:"items"`
+}

@@ -1,0 +1,63 @@
+package workload
+
+import (
+	"time"
+
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	commonapi "github.com/openmcp-project/openmcp-operator/api/common"
+	"github.com/openmcp-project/openmcp-operator/lib/clusteraccess/advanced"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
+)
+
+// RegistrationID names the workload registration; its requests end in "--wl".
+const RegistrationID = "workload"
+
+// Permissions are what the provider asks for on the workload cluster.
+type Permissions struct {
+	// Rules are granted through Roles/ClusterRoles created for the access.
+	Rules []clustersv1alpha1.PermissionsRequest
+	// RoleRefs bind existing (Cluster)Roles.
+	RoleRefs []commonapi.RoleRef
+}
+
+// Options configure an Orderer.
+type Options struct {
+	// ControllerName is the provider name (request names and managed-by label).
+	ControllerName string
+	// Permissions on the workload cluster.
+	Permissions Permissions
+	// Scheme of the workload client.
+	Scheme *runtime.Scheme
+	// Labels identifies the tenant on the requests (mode-specific).
+	Labels func(reconcile.Request) map[string]string
+	// RetryInterval while waiting for a grant.
+	RetryInterval time.Duration
+	// Tune adjusts the workload client's REST config.
+	Tune func(*rest.Config)
+}
+
+// NewOrderer returns a Requester ordering workload clusters.
+func NewOrderer(platform client.Client, opts Options) *access.Requester {
+	reg := advanced.NewClusterRequest(RegistrationID, "wl",
+		advanced.StaticClusterRequestSpecGenerator(&clustersv1alpha1.ClusterRequestSpec{Purpose: clustersv1alpha1.PURPOSE_WORKLOAD})).
+		WithNamespaceGenerator(access.NamespaceFromIdentity).
+		WithTokenAccess(&clustersv1alpha1.TokenConfig{Permissions: opts.Permissions.Rules, RoleRefs: opts.Permissions.RoleRefs}).
+		WithScheme(opts.Scheme).
+		Build()
+	return access.New(platform, access.Options{
+		ControllerName: opts.ControllerName,
+		Registration:   reg,
+		Labels:         opts.Labels,
+		RetryInterval:  opts.RetryInterval,
+		Scheme:         opts.Scheme,
+		DeniedReason:   v1alpha1.ReasonWorkloadDenied,
+		WaitingReason:  v1alpha1.ReasonWaitingForWorkload,
+		Tune:           opts.Tune,
+	})
+}
