@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
+	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
@@ -23,6 +24,7 @@ type Builder[T provider.Object] struct {
 	workload       bool
 	workloadPerms  workload.Permissions
 	mcpPerms       workload.Permissions
+	kcp            apiexport.Provisionable
 	errs           []error
 }
 
@@ -79,6 +81,11 @@ func (b *Builder[T]) Complete(r provider.Reconciler[T]) (*Runtime[T], error) {
 	if b.scheme == nil {
 		errs = append(errs, errors.New("no scheme"))
 	}
+	if b.kcp != nil && !b.workload {
+		// kcp workspaces have no compute: a provider whose worker runs on the end-user
+		// cluster (the classic pattern) cannot serve them.
+		errs = append(errs, errors.New("kcp mode needs WorkloadCluster(true): workspaces cannot run workers"))
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("service provider %q: %w", b.name, errors.Join(errs...))
 	}
@@ -97,7 +104,7 @@ func (b *Builder[T]) Complete(r provider.Reconciler[T]) (*Runtime[T], error) {
 		name: b.name, scheme: b.scheme, gvk: gvk, listGVK: listGVK,
 		object: b.object, providerConfig: b.providerConfig,
 		workload: b.workload, workloadPerms: b.workloadPerms, mcpPerms: b.mcpPerms,
-		reconciler: r,
+		kcp: b.kcp, reconciler: r,
 	}}, nil
 }
 
@@ -111,6 +118,7 @@ type declarations[T provider.Object] struct {
 	workload       bool
 	workloadPerms  workload.Permissions
 	mcpPerms       workload.Permissions
+	kcp            apiexport.Provisionable
 	reconciler     provider.Reconciler[T]
 }
 

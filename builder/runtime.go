@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	apisv1alpha1 "github.com/kcp-dev/sdk/apis/apis/v1alpha1"
+	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/apimachinery/pkg/runtime"
 	"net/http"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
 	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
@@ -87,24 +89,60 @@ type Runtime[T provider.Object] struct {
 // Name is the provider's name.
 func (r *Runtime[T]) Name() string { return r.decl.name }
 
-// Start runs until ctx ends.
+// Start runs every configured mode until ctx ends: standard mode when an onboarding
+// cluster is given, kcp mode whenever the ProviderConfig has spec.kcp and the provider
+// wired its kcp surface.
 func (r *Runtime[T]) Start(ctx context.Context, opts Options) error {
 	opts.defaults()
 	if opts.Platform == nil {
 		return errors.New("no platform cluster config")
 	}
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clustersv1alpha1.AddToScheme} {
-		utilruntime.Must(add(r.decl.scheme))
+	adds := []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clustersv1alpha1.AddToScheme}
+	if r.decl.kcp != nil {
+		adds = append(adds, apisv1alpha1.AddToScheme, apisv1alpha2.AddToScheme)
 	}
-	if opts.Onboarding == nil {
-		return errors.New("no onboarding cluster config: standard mode needs one")
+	for _, add := range adds {
+		if err := add(r.decl.scheme); err != nil {
+			return err
+		}
 	}
-	mgr, err := r.standardManager(opts)
-	if err != nil {
-		return err
+	if opts.Onboarding == nil && r.decl.kcp == nil {
+		return errors.New("nothing to serve: no onboarding cluster and no kcp surface")
 	}
-	log.FromContext(ctx).Info("starting standard mode", "provider", r.decl.name)
-	return mgr.Start(ctx)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	running := 0
+	if opts.Onboarding != nil {
+		mgr, err := r.standardManager(opts)
+		if err != nil {
+			return err
+		}
+		running++
+		go func() { errc <- mgr.Start(ctx) }()
+		log.FromContext(ctx).Info("standard mode started", "provider", r.decl.name)
+	}
+	if r.decl.kcp != nil {
+		platform, err := client.New(opts.Platform, client.Options{Scheme: r.decl.scheme})
+		if err != nil {
+			return fmt.Errorf("platform client: %w", err)
+		}
+		sup := &kcpSupervisor[T]{r: r, opts: opts, platform: platform}
+		running++
+		go func() { errc <- sup.run(ctx) }()
+	}
+	// The first mode to fail stops the process: a half-running provider is harder to
+	// diagnose than a restarting pod.
+	var first error
+	for i := 0; i < running; i++ {
+		err := <-errc
+		if first == nil {
+			first = err
+			cancel()
+		}
+	}
+	return first
 }
 
 // platformManagerOptions are the options of a mode's manager, whose local cluster is
@@ -156,6 +194,21 @@ func (r *Runtime[T]) standardManager(opts Options) (mcmanager.Manager, error) {
 		ProviderName: r.decl.name, Permissions: r.decl.mcpPerms, Scheme: r.decl.scheme,
 		RetryInterval: opts.RetryInterval, Tune: opts.tune,
 	})
+	if _, err := engine.Register(mgr, r.engineOptions(platform, tenancy, onboarding.Labels, opts), engine.Setup{
+		Name:                    r.decl.name + "-standard",
+		NewList:                 r.decl.newList,
+		ProviderConfig:          r.decl.newProviderConfig(),
+		ManagedBy:               r.decl.name,
+		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+	}); err != nil {
+		return nil, fmt.Errorf("standard mode controller: %w", err)
+	}
+	return mgr, nil
+}
+
+// engineOptions are the engine's options for one mode: everything but the tenancy and
+// the labels that map requests back to tenants is the same in every mode.
+func (r *Runtime[T]) engineOptions(platform client.Client, tenancy engine.Tenancy[T], labels func(reconcile.Request) map[string]string, opts Options) engine.Options[T] {
 	eopts := engine.Options[T]{
 		NewObject: r.decl.newObject,
 		Finalizer: r.decl.finalizer(),
@@ -168,17 +221,8 @@ func (r *Runtime[T]) standardManager(opts Options) (mcmanager.Manager, error) {
 	if r.decl.workload {
 		eopts.Workload = workload.NewOrderer(platform, workload.Options{
 			ControllerName: r.decl.name, Permissions: r.decl.workloadPerms, Scheme: r.decl.scheme,
-			Labels: onboarding.Labels, RetryInterval: opts.RetryInterval, Tune: opts.tune,
+			Labels: labels, RetryInterval: opts.RetryInterval, Tune: opts.tune,
 		})
 	}
-	if _, err := engine.Register(mgr, eopts, engine.Setup{
-		Name:                    r.decl.name + "-standard",
-		NewList:                 r.decl.newList,
-		ProviderConfig:          r.decl.newProviderConfig(),
-		ManagedBy:               r.decl.name,
-		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
-	}); err != nil {
-		return nil, fmt.Errorf("standard mode controller: %w", err)
-	}
-	return mgr, nil
+	return eopts
 }

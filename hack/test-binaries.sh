@@ -13,6 +13,9 @@
 # machines here have two cores.
 set -euo pipefail
 
+# Everything runs inside main so that bash has parsed the whole file before the long
+# builds start: editing this file during a build cannot break the running one.
+main() {
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${KSP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kcp-serviceprovider}
 
@@ -82,3 +85,6 @@ if [ -x "$kcp_dir/kcp" ] && [ -x "$kube_dir/kube-apiserver" ]; then
   done
   echo "KSP_TEST_ASSETS=$assets"
 fi
+}
+
+main "$@"

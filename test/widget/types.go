@@ -1,6 +1,8 @@
 package widget
 
 import (
+	"errors"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,6 +86,14 @@ func (c *WidgetConfig) PollInterval() time.Duration {
 		return 0
 	}
 	return c.Spec.PollInterval.Duration
+}
+
+// Validate implements provider.Validator: a widget needs a greeting.
+func (c *WidgetConfig) Validate() error {
+	if strings.TrimSpace(c.Spec.Greeting) == "" {
+		return errors.New("spec.greeting is empty")
+	}
+	return nil
 }
 
 // KCPConfig implements provider.KCPConfigurer.

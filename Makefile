@@ -1,0 +1,20 @@
+# kcp-serviceprovider: the commands the README names.
+
+.PHONY: test run generate binaries
+
+## test: build (or reuse) the real test servers, gofmt, go vet, and every test.
+test:
+	hack/test.sh
+
+## run: start a local platform and the reference provider in both modes.
+run:
+	go run ./cmd/kcp-serviceprovider local
+
+## generate: DeepCopy methods and CRDs from the Go API types.
+generate:
+	$$(hack/tools.sh controller-gen) object paths=./api/... paths=./test/widget/...
+	$$(hack/tools.sh controller-gen) crd paths=./test/widget/... output:crd:dir=./test/widget/crd
+
+## binaries: build the test servers into the cache and print where they are.
+binaries:
+	hack/test-binaries.sh

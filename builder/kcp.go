@@ -1,0 +1,333 @@
+package builder
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	mcpapiexport "github.com/kcp-dev/multicluster-provider/apiexport"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
+	"github.com/openmcp-project/kcp-serviceprovider/provider"
+	"github.com/openmcp-project/kcp-serviceprovider/tokens"
+	"github.com/openmcp-project/kcp-serviceprovider/workload"
+	"github.com/openmcp-project/kcp-serviceprovider/workspaces"
+)
+
+// KCP wires the provider's kcp API surface. Without it kcp mode never starts, whatever
+// the ProviderConfig says: kcp support is opt-in per provider.
+func (b *Builder[T]) KCP(p apiexport.Provisionable) *Builder[T] {
+	b.kcp = p
+	return b
+}
+
+// kcpSettings are what a kcp run is built from; a change restarts the run.
+type kcpSettings struct {
+	workspace  string
+	kubeconfig []byte
+	digest     string
+}
+
+// kcpSupervisor follows the ProviderConfig's `spec.kcp` and runs kcp mode while it is
+// set: started when it appears, restarted when it (or the kubeconfig Secret) changes,
+// stopped when it is removed. It never restarts the process.
+type kcpSupervisor[T provider.Object] struct {
+	r        *Runtime[T]
+	opts     Options
+	platform client.Client // uncached: reads one ProviderConfig and one Secret
+
+	mu      sync.Mutex
+	current *kcpRun
+	// lastErr is the last start failure, for the readiness check and logs.
+	lastErr error
+}
+
+type kcpRun struct {
+	digest string
+	cancel context.CancelFunc
+	done   chan struct{}
+	mgr    mcmanager.Manager
+}
+
+// run blocks until ctx ends, keeping kcp mode in line with the ProviderConfig.
+func (s *kcpSupervisor[T]) run(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithName("kcp-supervisor")
+	ctx = log.IntoContext(ctx, logger)
+
+	trigger := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case trigger <- struct{}{}:
+		default:
+		}
+	}
+	// Watch only our ProviderConfig; the Secret is re-read on every pass and on a
+	// ticker, so a rotated kubeconfig is picked up within a minute.
+	pc := s.r.decl.newProviderConfig()
+	c, err := cache.New(s.opts.Platform, cache.Options{Scheme: s.r.decl.scheme, ByObject: map[client.Object]cache.ByObject{
+		pc: {Field: fields.OneTermEqualSelector("metadata.name", s.r.decl.name)},
+	}})
+	if err != nil {
+		return fmt.Errorf("kcp supervisor cache: %w", err)
+	}
+	inf, err := c.GetInformer(ctx, pc)
+	if err != nil {
+		return fmt.Errorf("kcp supervisor informer: %w", err)
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke() },
+		UpdateFunc: func(any, any) { poke() },
+		DeleteFunc: func(any) { poke() },
+	}); err != nil {
+		return err
+	}
+	go func() { _ = c.Start(ctx) }()
+
+	ticker := time.NewTicker(30 * time.Second)
+	defer ticker.Stop()
+	poke()
+	for {
+		select {
+		case <-ctx.Done():
+			s.stop(logger)
+			return nil
+		case <-trigger:
+		case <-ticker.C:
+		}
+		s.sync(ctx, logger)
+	}
+}
+
+// sync compares the desired kcp settings with the running ones.
+func (s *kcpSupervisor[T]) sync(ctx context.Context, logger logr.Logger) {
+	want, err := s.desired(ctx)
+	s.mu.Lock()
+	running := s.current
+	s.mu.Unlock()
+	switch {
+	case err != nil:
+		// Keep what runs: a transient read error or a broken Secret must not stop
+		// serving tenants.
+		logger.Error(err, "reading kcp settings; keeping the current state")
+		s.setErr(err)
+		return
+	case want == nil && running == nil:
+		return
+	case want != nil && running != nil && running.digest == want.digest:
+		return
+	}
+	s.stop(logger)
+	if want == nil {
+		logger.Info("spec.kcp removed: kcp mode stopped")
+		s.setErr(nil)
+		return
+	}
+	run, err := s.start(ctx, *want)
+	if err != nil {
+		logger.Error(err, "starting kcp mode", "providerWorkspace", want.workspace)
+		s.setErr(err)
+		return
+	}
+	s.setErr(nil)
+	s.mu.Lock()
+	s.current = run
+	s.mu.Unlock()
+	logger.Info("kcp mode running", "providerWorkspace", want.workspace)
+}
+
+func (s *kcpSupervisor[T]) setErr(err error) {
+	s.mu.Lock()
+	s.lastErr = err
+	s.mu.Unlock()
+}
+
+func (s *kcpSupervisor[T]) stop(logger logr.Logger) {
+	s.mu.Lock()
+	run := s.current
+	s.current = nil
+	s.mu.Unlock()
+	if run == nil {
+		return
+	}
+	run.cancel()
+	<-run.done
+	logger.Info("kcp mode stopped")
+}
+
+// desired reads spec.kcp and the kubeconfig it points at; nil when kcp is off.
+func (s *kcpSupervisor[T]) desired(ctx context.Context) (*kcpSettings, error) {
+	pc := s.r.decl.newProviderConfig()
+	if err := s.platform.Get(ctx, client.ObjectKey{Name: s.r.decl.name}, pc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	kc, ok := pc.(provider.KCPConfigurer)
+	if !ok || kc.KCPConfig() == nil {
+		return nil, nil
+	}
+	k := kc.KCPConfig()
+	if err := ValidateKCP(k); err != nil {
+		return nil, err
+	}
+	secret := &corev1.Secret{}
+	if err := s.platform.Get(ctx, client.ObjectKey{Namespace: k.KubeconfigSecret.Namespace, Name: k.KubeconfigSecret.Name}, secret); err != nil {
+		return nil, fmt.Errorf("kcp kubeconfig Secret %s/%s: %w", k.KubeconfigSecret.Namespace, k.KubeconfigSecret.Name, err)
+	}
+	raw := secret.Data[k.KubeconfigSecret.KubeconfigKey()]
+	if len(raw) == 0 {
+		return nil, fmt.Errorf("kcp kubeconfig Secret %s/%s has no key %q", secret.Namespace, secret.Name, k.KubeconfigSecret.KubeconfigKey())
+	}
+	sum := sha256.Sum256(append([]byte(k.ProviderWorkspace+"\x00"), raw...))
+	return &kcpSettings{workspace: k.ProviderWorkspace, kubeconfig: raw, digest: hex.EncodeToString(sum[:])}, nil
+}
+
+// ValidateKCP checks a spec.kcp section beyond what its CRD schema enforces.
+func ValidateKCP(k *v1alpha1.KCP) error {
+	var errs []error
+	if k.ProviderWorkspace == "" {
+		errs = append(errs, errors.New("spec.kcp.providerWorkspace is empty"))
+	}
+	if k.KubeconfigSecret.Name == "" || k.KubeconfigSecret.Namespace == "" {
+		errs = append(errs, errors.New("spec.kcp.kubeconfigSecret needs name and namespace"))
+	}
+	return errors.Join(errs...)
+}
+
+// start provisions the APIExport and starts a kcp-mode manager.
+func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (*kcpRun, error) {
+	r, opts := s.r, s.opts
+	base, err := clientcmd.RESTConfigFromKubeConfig(want.kubeconfig)
+	if err != nil {
+		return nil, errors.New("kcp kubeconfig does not parse")
+	}
+	opts.tune(base)
+	base.Host = kcpBaseURL(base.Host)
+	providerCfg := clusterConfig(base, want.workspace)
+
+	surface, err := r.decl.kcp.APISurface()
+	if err != nil {
+		return nil, fmt.Errorf("provider's kcp API surface: %w", err)
+	}
+	provClient, err := client.New(providerCfg, client.Options{Scheme: r.decl.scheme})
+	if err != nil {
+		return nil, fmt.Errorf("provider workspace client: %w", err)
+	}
+	provisioned, err := apiexport.Provision(ctx, provClient, surface, apiexport.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("provisioning APIExport %q in %s: %w", surface.ExportName, want.workspace, err)
+	}
+
+	// Direct calls (TokenRequests) use a separate credential from the virtual
+	// workspace calls: kcp v0.30 lets a token used on the virtual workspace act with
+	// the virtual workspace's warrant on direct calls for a while (see
+	// docs/design/tenant-credentials.md).
+	vwCfg, directCfg, identity, err := splitCredentials(ctx, base, want.workspace)
+	if err != nil {
+		return nil, fmt.Errorf("kcp credentials: %w", err)
+	}
+	vwProviderCfg := clusterConfig(vwCfg, want.workspace)
+
+	mcProvider, err := mcpapiexport.New(vwProviderCfg, provisioned.EndpointSliceName, mcpapiexport.Options{Scheme: r.decl.scheme})
+	if err != nil {
+		return nil, fmt.Errorf("kcp apiexport provider: %w", err)
+	}
+	mopts := r.platformManagerOptions(opts, "kcp")
+	// The standard-mode manager serves metrics and probes for the process.
+	mopts.Metrics.BindAddress = "0"
+	mopts.HealthProbeBindAddress = "0"
+	platformCfg := rest.CopyConfig(opts.Platform)
+	opts.tune(platformCfg)
+	mgr, err := mcmanager.New(platformCfg, mcProvider, mopts)
+	if err != nil {
+		return nil, fmt.Errorf("kcp mode manager: %w", err)
+	}
+	platform := mgr.GetLocalManager().GetClient()
+
+	minter := tokens.New(tokens.Options{
+		Direct:       clusterConfig(directCfg, want.workspace),
+		Identity:     identity,
+		ProviderName: r.decl.name,
+		Rules:        policyRules(r.decl.mcpPerms),
+		Labels:       map[string]string{ManagedByLabel: r.decl.name},
+	})
+	tenancy := workspaces.NewTenancy[T](workspaces.Options{
+		Minter: minter, NewList: r.decl.newList, Kind: r.decl.gvk.Kind,
+		Scheme: r.decl.scheme, Tune: opts.tune,
+	})
+	if _, err := engine.Register(mgr, r.engineOptions(platform, tenancy, workspaces.Labels, opts), engine.Setup{
+		Name:                    r.decl.name + "-kcp",
+		NewList:                 r.decl.newList,
+		ProviderConfig:          r.decl.newProviderConfig(),
+		ManagedBy:               r.decl.name,
+		Singleton:               true,
+		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+	}); err != nil {
+		return nil, fmt.Errorf("kcp mode controller: %w", err)
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	run := &kcpRun{digest: want.digest, cancel: cancel, done: make(chan struct{}), mgr: mgr}
+	go func() {
+		defer close(run.done)
+		if err := mgr.Start(runCtx); err != nil {
+			log.FromContext(ctx).Error(err, "kcp mode manager stopped")
+			s.setErr(err)
+		}
+	}()
+	return run, nil
+}
+
+// ManagedByLabel marks what the runtime creates in tenant workspaces; tenants can
+// narrow the permission claims they accept to objects carrying it.
+const ManagedByLabel = "services.open-control-plane.io/managed-by"
+
+// kcpBaseURL strips a /clusters/<path> suffix: the runtime addresses workspaces itself.
+func kcpBaseURL(host string) string {
+	u, err := url.Parse(host)
+	if err != nil {
+		return host
+	}
+	if i := strings.Index(u.Path, "/clusters/"); i >= 0 {
+		u.Path = u.Path[:i]
+	}
+	return strings.TrimSuffix(u.String(), "/")
+}
+
+// clusterConfig points cfg at one workspace.
+func clusterConfig(cfg *rest.Config, path string) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Host = kcpBaseURL(cfg.Host) + "/clusters/" + path
+	return c
+}
+
+// policyRules turns the declared end-user permissions into the workspace ClusterRole's
+// rules.
+func policyRules(p workload.Permissions) []rbacv1.PolicyRule {
+	var rules []rbacv1.PolicyRule
+	for _, pr := range p.Rules {
+		rules = append(rules, pr.Rules...)
+	}
+	return rules
+}

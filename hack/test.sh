@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The project's test command (`make test`): builds or finds the real servers, checks
+# formatting and vet, then runs every test. Extra arguments go to `go test`.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+assets_line=$(hack/test-binaries.sh | tail -n 1)
+case "$assets_line" in
+  KSP_TEST_ASSETS=*) export "$assets_line" ;;
+  *) echo "test: hack/test-binaries.sh did not report the test binaries" >&2; exit 1 ;;
+esac
+echo "test: servers from $KSP_TEST_ASSETS" >&2
+
+unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '^hack/tools/') 2>/dev/null || true)
+if [ -n "$unformatted" ]; then
+  echo "test: gofmt would change:" >&2
+  echo "$unformatted" >&2
+  exit 1
+fi
+go vet ./...
+
+# Packages start kcp and kube-apiservers of their own; two at a time fit two cores.
+go test -p 2 -timeout 45m -count=1 "$@" ./...

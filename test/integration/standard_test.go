@@ -1,0 +1,243 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	libutils "github.com/openmcp-project/openmcp-operator/lib/utils"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+)
+
+// TestStandardMode drives the widget provider through its life on the onboarding
+// cluster, asserting on what a tenant and an operator would read.
+func TestStandardMode(t *testing.T) {
+	ctx := t.Context()
+	e := startEnv(ctx, t, []string{"alpha", "beta", "denied"}, map[string]bool{"denied": true})
+	ob, wl, pf := e.onboarding.Client, e.workload.Client, e.platform.Client
+	alpha := client.ObjectKey{Namespace: tenantNamespace, Name: "alpha"}
+	beta := client.ObjectKey{Namespace: tenantNamespace, Name: "beta"}
+
+	create := func(key client.ObjectKey, color string) {
+		t.Helper()
+		w := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Spec: widget.WidgetSpec{Color: color}}
+		if err := ob.Create(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setGreeting := func(greeting string) {
+		t.Helper()
+		pc := &widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: providerName}}
+		if _, err := controllerutil.CreateOrUpdate(ctx, pf, pc, func() error { pc.Spec.Greeting = greeting; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	workloadConfigMap := func(name string) client.ObjectKey {
+		ns, _ := libutils.StableMCPNamespace(name, tenantNamespace)
+		return client.ObjectKey{Namespace: ns, Name: "widget"}
+	}
+	wantConfigMap := func(name, greeting, color string) {
+		t.Helper()
+		eventually(ctx, t, 60*time.Second, name+"'s widget ConfigMap", func(ctx context.Context) error {
+			cm := &corev1.ConfigMap{}
+			if err := wl.Get(ctx, workloadConfigMap(name), cm); err != nil {
+				return err
+			}
+			if cm.Data["greeting"] != greeting || cm.Data["color"] != color {
+				return fmt.Errorf("data %v", cm.Data)
+			}
+			return nil
+		})
+	}
+
+	t.Run("a missing ProviderConfig is reported and recovered from", func(t *testing.T) {
+		create(alpha, "blue")
+		msg := wantReason(ctx, t, ob, alpha, v1alpha1.ReasonProviderConfigMissing)
+		t.Logf("message: %s", msg)
+		setGreeting("hello")
+		wantReady(ctx, t, ob, alpha)
+	})
+
+	t.Run("create installs on the workload cluster with MCP access", func(t *testing.T) {
+		w := wantReady(ctx, t, ob, alpha)
+		if !controllerutil.ContainsFinalizer(w, "widgets.services.open-control-plane.io/finalizer") {
+			t.Errorf("finalizer missing: %v", w.Finalizers)
+		}
+		if w.Status.Identity != "tenants/alpha" {
+			t.Errorf("identity = %q", w.Status.Identity)
+		}
+		if len(w.Status.Resources) != 3 {
+			t.Errorf("resources = %+v", w.Status.Resources)
+		}
+		wantConfigMap("alpha", "hello", "blue")
+
+		// The kubeconfig handed to the worker reaches the tenant's MCP with exactly
+		// the declared permissions.
+		s := &corev1.Secret{}
+		if err := wl.Get(ctx, client.ObjectKey{Namespace: workloadConfigMap("alpha").Namespace, Name: "widget-kubeconfig"}, s); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(s.Data["kubeconfig"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Host != e.mcp.Config.Host {
+			t.Errorf("worker kubeconfig points at %s, want the MCP %s", cfg.Host, e.mcp.Config.Host)
+		}
+		mcpClient, err := client.New(cfg, client.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mcpClient.List(ctx, &corev1.ConfigMapList{}); err != nil {
+			t.Errorf("worker cannot list ConfigMaps on its MCP: %v", err)
+		}
+		if err := mcpClient.List(ctx, &corev1.SecretList{}); !apierrors.IsForbidden(err) {
+			t.Errorf("worker listing Secrets on its MCP: want forbidden, got %v", err)
+		}
+
+		// openMCP's request conventions.
+		mcpNS, _ := libutils.StableMCPNamespace("alpha", tenantNamespace)
+		ar := &clustersv1alpha1.AccessRequest{}
+		if err := pf.Get(ctx, client.ObjectKey{Namespace: mcpNS, Name: "widgets--alpha--mcp"}, ar); err != nil {
+			t.Fatalf("MCP AccessRequest: %v", err)
+		}
+		if ar.Spec.RequestRef == nil || ar.Spec.RequestRef.Name != "alpha" || ar.Spec.RequestRef.Namespace != mcpNS {
+			t.Errorf("MCP AccessRequest references %+v", ar.Spec.RequestRef)
+		}
+		for k, v := range map[string]string{"openmcp.cloud/managed-by": providerName, "openmcp.cloud/onboarding-name": "alpha", "openmcp.cloud/onboarding-namespace": tenantNamespace} {
+			if ar.Labels[k] != v {
+				t.Errorf("AccessRequest label %s = %q, want %q", k, ar.Labels[k], v)
+			}
+		}
+		cr := &clustersv1alpha1.ClusterRequest{}
+		if err := pf.Get(ctx, client.ObjectKey{Namespace: mcpNS, Name: "widgets--alpha--wl"}, cr); err != nil {
+			t.Fatalf("workload ClusterRequest: %v", err)
+		}
+		if cr.Spec.Purpose != clustersv1alpha1.PURPOSE_WORKLOAD {
+			t.Errorf("ClusterRequest purpose %q", cr.Spec.Purpose)
+		}
+	})
+
+	t.Run("a ProviderConfig change reaches every object", func(t *testing.T) {
+		create(beta, "green")
+		wantReady(ctx, t, ob, beta)
+		setGreeting("bonjour")
+		wantConfigMap("alpha", "bonjour", "blue")
+		wantConfigMap("beta", "bonjour", "green")
+	})
+
+	t.Run("an invalid ProviderConfig is reported and nothing is torn down", func(t *testing.T) {
+		setGreeting(" ")
+		msg := wantReason(ctx, t, ob, beta, v1alpha1.ReasonProviderConfigInvalid)
+		if msg == "" {
+			t.Error("no message")
+		}
+		wantConfigMap("beta", "bonjour", "green")
+		setGreeting("bonjour")
+		wantReady(ctx, t, ob, beta)
+	})
+
+	t.Run("a denied access shows on the object", func(t *testing.T) {
+		denied := client.ObjectKey{Namespace: tenantNamespace, Name: "denied"}
+		create(denied, "black")
+		msg := wantReason(ctx, t, ob, denied, v1alpha1.ReasonAccessDenied)
+		if want := "tenant has no quota for this service"; !strings.Contains(msg, want) {
+			t.Errorf("message %q does not carry the platform's reason %q", msg, want)
+		}
+	})
+
+	t.Run("a provider error becomes a condition and is retried", func(t *testing.T) {
+		patchWidget(ctx, t, ob, alpha, func(w *widget.Widget) { w.Spec.Fail = "the widget factory is closed" })
+		msg := wantReason(ctx, t, ob, alpha, v1alpha1.ReasonProviderError)
+		if msg != "the widget factory is closed" {
+			t.Errorf("message %q", msg)
+		}
+		patchWidget(ctx, t, ob, alpha, func(w *widget.Widget) { w.Spec.Fail = "" })
+		wantReady(ctx, t, ob, alpha)
+	})
+
+	t.Run("operation annotation ignore and reconcile", func(t *testing.T) {
+		patchWidget(ctx, t, ob, beta, func(w *widget.Widget) {
+			w.Annotations = map[string]string{"openmcp.cloud/operation": "ignore"}
+			w.Spec.Color = "red"
+		})
+		// A fan-out that demonstrably reached alpha must have skipped beta.
+		setGreeting("hallo")
+		wantConfigMap("alpha", "hallo", "blue")
+		cm := &corev1.ConfigMap{}
+		if err := wl.Get(ctx, workloadConfigMap("beta"), cm); err != nil {
+			t.Fatal(err)
+		}
+		if cm.Data["color"] != "green" || cm.Data["greeting"] != "bonjour" {
+			t.Errorf("ignored object was reconciled: %v", cm.Data)
+		}
+		patchWidget(ctx, t, ob, beta, func(w *widget.Widget) {
+			w.Annotations = map[string]string{"openmcp.cloud/operation": "reconcile"}
+		})
+		wantConfigMap("beta", "hallo", "red")
+		eventually(ctx, t, 30*time.Second, "reconcile annotation removed", func(ctx context.Context) error {
+			w := &widget.Widget{}
+			if err := ob.Get(ctx, beta, w); err != nil {
+				return err
+			}
+			if v, ok := w.Annotations["openmcp.cloud/operation"]; ok {
+				return fmt.Errorf("annotation still %q", v)
+			}
+			return nil
+		})
+	})
+
+	t.Run("delete removes the install, then the accesses, then the finalizer", func(t *testing.T) {
+		if err := ob.Delete(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: alpha.Namespace, Name: alpha.Name}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(ctx, t, 90*time.Second, "alpha gone", func(ctx context.Context) error {
+			err := ob.Get(ctx, alpha, &widget.Widget{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("still there (%v)", err)
+		})
+		if err := wl.Get(ctx, workloadConfigMap("alpha"), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+			t.Errorf("workload ConfigMap: want gone, got %v", err)
+		}
+		sel := client.MatchingLabels{"openmcp.cloud/managed-by": providerName, "openmcp.cloud/onboarding-name": "alpha"}
+		ars, crs := &clustersv1alpha1.AccessRequestList{}, &clustersv1alpha1.ClusterRequestList{}
+		if err := pf.List(ctx, ars, sel); err != nil {
+			t.Fatal(err)
+		}
+		if err := pf.List(ctx, crs, sel); err != nil {
+			t.Fatal(err)
+		}
+		if len(ars.Items)+len(crs.Items) != 0 {
+			t.Errorf("left behind: %d AccessRequests, %d ClusterRequests", len(ars.Items), len(crs.Items))
+		}
+		wantReady(ctx, t, ob, beta)
+	})
+}
+
+func patchWidget(ctx context.Context, t *testing.T, c client.Client, key client.ObjectKey, mutate func(*widget.Widget)) {
+	t.Helper()
+	w := &widget.Widget{}
+	if err := c.Get(ctx, key, w); err != nil {
+		t.Fatal(err)
+	}
+	base := w.DeepCopy()
+	mutate(w)
+	if err := c.Patch(ctx, w, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+
