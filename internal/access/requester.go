@@ -233,10 +233,15 @@ func (r *Requester) Lookup(ctx context.Context, key Key) (*cluster.Access, error
 	if err != nil {
 		return nil, fmt.Errorf("reading AccessRequest: %w", err)
 	}
-	if ar == nil || !ar.Status.IsGranted() || ar.Status.SecretRef == nil {
+	if ar == nil || !ar.DeletionTimestamp.IsZero() || !ar.Status.IsGranted() || ar.Status.SecretRef == nil {
 		return nil, nil
 	}
-	return r.fromAccessRequest(ctx, ar)
+	a, err := r.fromAccessRequest(ctx, ar)
+	if apierrors.IsNotFound(err) {
+		// The platform already revoked it.
+		return nil, nil
+	}
+	return a, err
 }
 
 // accessRequest reads the tenant's AccessRequest; nil when there is none.

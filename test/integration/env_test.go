@@ -42,6 +42,8 @@ var MCPPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsR
 type env struct {
 	platform, onboarding, workload, mcp *harness.APIServer
 	lp                                  *localplatform.Platform
+	// Admin clients knowing the widget types.
+	pf, ob, wl client.Client
 }
 
 func scheme(t testing.TB) *runtime.Scheme {
@@ -81,6 +83,11 @@ func startEnv(ctx context.Context, t *testing.T, controlPlanes []string, deny ma
 		t.Fatal(err)
 	}
 	e.lp = lp
+	for c, srv := range map[*client.Client]*harness.APIServer{&e.pf: e.platform, &e.ob: e.onboarding, &e.wl: e.workload} {
+		if *c, err = client.New(srv.Config, client.Options{Scheme: scheme(t)}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, tc := range []localplatform.TargetCluster{
 		{Name: "workload", Purposes: []string{clustersv1alpha1.PURPOSE_WORKLOAD}, Config: e.workload.Config},
 		{Name: "mcp", Purposes: []string{clustersv1alpha1.PURPOSE_MCP}, Config: e.mcp.Config},

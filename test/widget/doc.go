@@ -6,4 +6,5 @@
 //
 // +kubebuilder:object:generate=true
 // +groupName=widgets.services.open-control-plane.io
+// +versionName=v1alpha1
 package widget
