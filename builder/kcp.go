@@ -282,6 +282,7 @@ func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (*kcpRun
 		ProviderConfig:          r.decl.newProviderConfig(),
 		ManagedBy:               r.decl.name,
 		Singleton:               true,
+		Restartable:             true,
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 	}); err != nil {
 		return nil, fmt.Errorf("kcp mode controller: %w", err)

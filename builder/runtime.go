@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	apisv1alpha1 "github.com/kcp-dev/sdk/apis/apis/v1alpha1"
@@ -84,6 +85,23 @@ func (o *Options) tune(cfg *rest.Config) {
 // Runtime runs a provider in every configured mode.
 type Runtime[T provider.Object] struct {
 	decl declarations[T]
+
+	mu  sync.Mutex
+	sup *kcpSupervisor[T]
+}
+
+// KCPActive says whether kcp mode is running: spec.kcp is set, the APIExport is
+// provisioned and the kcp manager started.
+func (r *Runtime[T]) KCPActive() bool {
+	r.mu.Lock()
+	sup := r.sup
+	r.mu.Unlock()
+	if sup == nil {
+		return false
+	}
+	sup.mu.Lock()
+	defer sup.mu.Unlock()
+	return sup.current != nil
 }
 
 // Name is the provider's name.
@@ -129,6 +147,9 @@ func (r *Runtime[T]) Start(ctx context.Context, opts Options) error {
 			return fmt.Errorf("platform client: %w", err)
 		}
 		sup := &kcpSupervisor[T]{r: r, opts: opts, platform: platform}
+		r.mu.Lock()
+		r.sup = sup
+		r.mu.Unlock()
 		running++
 		go func() { errc <- sup.run(ctx) }()
 	}

@@ -5,6 +5,7 @@ import (
 
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -35,6 +36,10 @@ type Setup struct {
 	Singleton bool
 	// MaxConcurrentReconciles bounds parallel reconciles.
 	MaxConcurrentReconciles int
+	// Restartable allows registering the controller again in a new manager of the same
+	// process (kcp mode restarts when spec.kcp changes); controller-runtime otherwise
+	// refuses a second controller of the same name.
+	Restartable bool
 }
 
 // Register builds the engine's controller on mgr. The manager's local cluster is the
@@ -64,7 +69,7 @@ func Register[T provider.Object](mgr mcmanager.Manager, opts Options[T], s Setup
 		// Grants, denials and renewals of the tenant's requests bring it back at once.
 		Watches(&clustersv1alpha1.AccessRequest{}, toTenant, append(local, mcbuilder.WithPredicates(ours))...).
 		Watches(&clustersv1alpha1.ClusterRequest{}, toTenant, append(local, mcbuilder.WithPredicates(ours))...).
-		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: s.MaxConcurrentReconciles})
+		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: s.MaxConcurrentReconciles, SkipNameValidation: ptr.To(s.Restartable)})
 	if s.Singleton {
 		b = b.Watches(opts.NewObject(), func(name multicluster.ClusterName, _ ctrlcluster.Cluster) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
 			return handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []mcreconcile.Request {

@@ -54,7 +54,9 @@ func (Provider) CreateOrUpdate(ctx context.Context, w *Widget) (provider.Result,
 	return provider.Done(), nil
 }
 
-// Delete removes the widget's objects; the namespace goes last.
+// Delete removes the widget's objects. The tenant namespace stays: the workload
+// clusters of the tests run no namespace controller, so a deleted namespace would stay
+// Terminating and block the tenant's next widget.
 func (Provider) Delete(ctx context.Context, w *Widget) (provider.Result, error) {
 	wl, ns := cluster.WorkloadFromCtx(ctx), cluster.IdentityFromCtx(ctx).TenantNamespace()
 	if wl == nil {
@@ -63,7 +65,6 @@ func (Provider) Delete(ctx context.Context, w *Widget) (provider.Result, error) 
 	for _, o := range []client.Object{
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "widget", Namespace: ns}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "widget-kubeconfig", Namespace: ns}},
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 	} {
 		if err := wl.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
 			return provider.Result{}, err

@@ -1,0 +1,84 @@
+package apiexport
+
+import (
+	"slices"
+
+	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
+)
+
+// requiredClaimVerbs are the verbs package tokens uses on each claimed resource through
+// the virtual workspace: it reads an object, creates it when absent, updates it when it
+// drifted, and deletes it when the tenant goes away. No list or watch: the runtime never
+// needs to see the tenant's other ServiceAccounts or RBAC.
+var requiredClaimVerbs = []string{"create", "delete", "get", "update"}
+
+// RequiredPermissionClaims returns the claims the runtime itself needs in every tenant
+// workspace, so that it can create the workload ServiceAccount and the RBAC that lets
+// the runtime mint that account's tokens (see package tokens): core serviceaccounts,
+// rbac.authorization.k8s.io clusterroles and clusterrolebindings, each with get, create,
+// update and delete. Provision merges them into every export; documentation and the
+// engine read them from here so all agree. The result is a fresh copy.
+//
+// Accepting these claims is an act of trust by the tenant: whoever holds the runtime's
+// identity can create ClusterRoles and bindings in the tenant workspace (the virtual
+// workspace forwards claimed writes with the workspace's authority), which is why the
+// verbs are minimal and why tenants may narrow the claims with a label selector on the
+// runtime's managed-by label.
+func RequiredPermissionClaims() []apisv1alpha2.PermissionClaim {
+	claim := func(group, resource string) apisv1alpha2.PermissionClaim {
+		return apisv1alpha2.PermissionClaim{
+			GroupResource: apisv1alpha2.GroupResource{Group: group, Resource: resource},
+			Verbs:         slices.Clone(requiredClaimVerbs),
+		}
+	}
+	return []apisv1alpha2.PermissionClaim{
+		claim("", "serviceaccounts"),
+		claim("rbac.authorization.k8s.io", "clusterroles"),
+		claim("rbac.authorization.k8s.io", "clusterrolebindings"),
+	}
+}
+
+// mergeClaims merges add into have: a claim with the same group, resource and identity
+// hash gets the union of verbs (sorted, so the result is stable); others are appended.
+// Verbs are never removed, since another writer of the export may rely on them and
+// tenants have accepted them.
+func mergeClaims(have, add []apisv1alpha2.PermissionClaim) []apisv1alpha2.PermissionClaim {
+	out := make([]apisv1alpha2.PermissionClaim, len(have))
+	for i := range have {
+		out[i] = *have[i].DeepCopy()
+	}
+	for _, a := range add {
+		i := slices.IndexFunc(out, func(c apisv1alpha2.PermissionClaim) bool { return c.EqualGRI(a) })
+		if i < 0 {
+			c := *a.DeepCopy()
+			c.Verbs = unionVerbs(nil, c.Verbs)
+			out = append(out, c)
+			continue
+		}
+		out[i].Verbs = unionVerbs(out[i].Verbs, a.Verbs)
+	}
+	return out
+}
+
+// unionVerbs returns the sorted union of a and b, or a itself when b adds nothing (so
+// an export written by someone else with unsorted verbs is not rewritten for nothing).
+func unionVerbs(a, b []string) []string {
+	missing := false
+	for _, v := range b {
+		if !slices.Contains(a, v) {
+			missing = true
+			break
+		}
+	}
+	if !missing && a != nil {
+		return a
+	}
+	out := slices.Clone(a)
+	for _, v := range b {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,258 @@
+package apiexport
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	apisv1alpha1 "github.com/kcp-dev/sdk/apis/apis/v1alpha1"
+	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Options tune [Provision]. The zero value is usable.
+type Options struct {
+	// Timeout bounds the whole call, including the wait for kcp to set the export's
+	// identity hash and to create its endpoint slice. Default 2 minutes.
+	Timeout time.Duration
+	// PollInterval is how often that wait looks. Default 200 ms.
+	PollInterval time.Duration
+}
+
+// Provisioned describes the provisioned export.
+type Provisioned struct {
+	// ExportName names the APIExport.
+	ExportName string
+	// IdentityHash is the export's identity, needed to claim its resources elsewhere.
+	IdentityHash string
+	// EndpointSliceName names the APIExportEndpointSlice a multicluster provider reads.
+	EndpointSliceName string
+	// SchemaNames are the APIResourceSchemas of the surface's CRDs, in the same order.
+	SchemaNames []string
+}
+
+// endpointSliceGrace is how long Provision waits for kcp to create the endpoint slice
+// named like the export before creating it itself. kcp v0.30 creates it right after it
+// has set the identity, so this only matters for servers that do not.
+const endpointSliceGrace = 10 * time.Second
+
+// conflictBackoff spaces the retries of a write that lost a race against another
+// writer (a second replica, an operator). Each retry re-reads, so a few suffice.
+var conflictBackoff = wait.Backoff{Steps: 10, Duration: 20 * time.Millisecond, Factor: 2, Jitter: 0.5, Cap: 2 * time.Second}
+
+// SchemaFor converts crd into the APIResourceSchema Provision creates for it, named
+// "h<hash>.<plural>.<group>" where hash is a short digest of the schema's content: the
+// same CRD always yields the same name, any change to it a different one.
+func SchemaFor(crd *apiextensionsv1.CustomResourceDefinition) (*apisv1alpha1.APIResourceSchema, error) {
+	// Convert once with a placeholder to get the content, then name it after that.
+	probe, err := apisv1alpha1.CRDToAPIResourceSchema(crd, "x")
+	if err != nil {
+		return nil, fmt.Errorf("converting CRD %s to an APIResourceSchema: %w", crd.Name, err)
+	}
+	content, err := json.Marshal(probe.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("hashing APIResourceSchema of CRD %s: %w", crd.Name, err)
+	}
+	sum := sha256.Sum256(content)
+	// 10 hex digits (40 bits): collisions between versions of one CRD are negligible,
+	// and the name stays short enough for long plural.group names. kcp wants the
+	// prefix to start with a letter.
+	s, err := apisv1alpha1.CRDToAPIResourceSchema(crd, "h"+hex.EncodeToString(sum[:5]))
+	if err != nil {
+		return nil, fmt.Errorf("converting CRD %s to an APIResourceSchema: %w", crd.Name, err)
+	}
+	return s, nil
+}
+
+// Provision makes the provider workspace serve s: schemas created if absent, the
+// APIExport created or merged (see the package documentation), and waits until kcp has
+// given the export an identity and an endpoint slice exists. c points at the provider
+// workspace. It is idempotent and safe to call from several replicas at once.
+func Provision(ctx context.Context, c client.Client, s Surface, opts Options) (*Provisioned, error) {
+	if err := s.validate(); err != nil {
+		return nil, fmt.Errorf("provisioning APIExport %q: %w", s.ExportName, err)
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 2 * time.Minute
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = 200 * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+
+	out := &Provisioned{ExportName: s.ExportName, EndpointSliceName: s.ExportName}
+	resources := make([]apisv1alpha2.ResourceSchema, 0, len(s.CRDs))
+	for _, crd := range s.CRDs {
+		schema, err := ensureSchema(ctx, c, crd)
+		if err != nil {
+			return nil, fmt.Errorf("provisioning APIExport %q: %w", s.ExportName, err)
+		}
+		out.SchemaNames = append(out.SchemaNames, schema.Name)
+		resources = append(resources, apisv1alpha2.ResourceSchema{
+			Name:    schema.Spec.Names.Plural,
+			Group:   schema.Spec.Group,
+			Schema:  schema.Name,
+			Storage: apisv1alpha2.ResourceSchemaStorage{CRD: &apisv1alpha2.ResourceSchemaStorageCRD{}},
+		})
+	}
+
+	claims := mergeClaims(RequiredPermissionClaims(), s.PermissionClaims)
+	if err := upsertExport(ctx, c, s.ExportName, resources, claims); err != nil {
+		return nil, fmt.Errorf("provisioning APIExport %q: %w", s.ExportName, err)
+	}
+
+	hash, err := waitForExport(ctx, c, s.ExportName, opts.PollInterval)
+	if err != nil {
+		return nil, fmt.Errorf("provisioning APIExport %q: %w", s.ExportName, err)
+	}
+	out.IdentityHash = hash
+	return out, nil
+}
+
+// ensureSchema creates the content-named schema of crd unless it exists. An existing
+// schema of that name is taken as is: the name is derived from the content and kcp
+// forbids changing a schema, so it can only hold the same content.
+func ensureSchema(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomResourceDefinition) (*apisv1alpha1.APIResourceSchema, error) {
+	want, err := SchemaFor(crd)
+	if err != nil {
+		return nil, err
+	}
+	have := &apisv1alpha1.APIResourceSchema{}
+	err = c.Get(ctx, client.ObjectKey{Name: want.Name}, have)
+	switch {
+	case err == nil:
+		return want, nil
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("reading APIResourceSchema %s: %w", want.Name, err)
+	}
+	if err := c.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating APIResourceSchema %s: %w", want.Name, err)
+	}
+	return want, nil
+}
+
+// upsertExport creates the export or merges resources and claims into it, writing only
+// when the merge changes something. A lost race (Conflict on update, AlreadyExists on
+// create) is retried from a fresh read.
+func upsertExport(ctx context.Context, c client.Client, name string, resources []apisv1alpha2.ResourceSchema, claims []apisv1alpha2.PermissionClaim) error {
+	err := retry.OnError(conflictBackoff, func(err error) bool {
+		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+	}, func() error {
+		have := &apisv1alpha2.APIExport{}
+		err := c.Get(ctx, client.ObjectKey{Name: name}, have)
+		if apierrors.IsNotFound(err) {
+			export := &apisv1alpha2.APIExport{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: apisv1alpha2.APIExportSpec{
+					Resources:        mergeResources(nil, resources),
+					PermissionClaims: mergeClaims(nil, claims),
+				},
+			}
+			return c.Create(ctx, export)
+		}
+		if err != nil {
+			return fmt.Errorf("reading APIExport: %w", err)
+		}
+		want := have.DeepCopy()
+		want.Spec.Resources = mergeResources(have.Spec.Resources, resources)
+		want.Spec.PermissionClaims = mergeClaims(have.Spec.PermissionClaims, claims)
+		if equality.Semantic.DeepEqual(have.Spec, want.Spec) {
+			return nil
+		}
+		// Update carries have's resourceVersion: a concurrent writer makes it fail
+		// with Conflict instead of being overwritten.
+		return c.Update(ctx, want)
+	})
+	if err != nil {
+		return fmt.Errorf("writing APIExport: %w", err)
+	}
+	return nil
+}
+
+// mergeResources replaces the entries of have that export the same group and resource
+// as one of ours and appends the others; entries of other writers stay as they are.
+func mergeResources(have, ours []apisv1alpha2.ResourceSchema) []apisv1alpha2.ResourceSchema {
+	out := make([]apisv1alpha2.ResourceSchema, len(have))
+	for i := range have {
+		out[i] = *have[i].DeepCopy()
+	}
+	for _, r := range ours {
+		i := slices.IndexFunc(out, func(o apisv1alpha2.ResourceSchema) bool { return o.Group == r.Group && o.Name == r.Name })
+		if i < 0 {
+			out = append(out, *r.DeepCopy())
+			continue
+		}
+		if out[i].Schema != r.Schema || out[i].Storage.CRD == nil || out[i].Storage.Virtual != nil {
+			out[i] = *r.DeepCopy()
+		}
+	}
+	return out
+}
+
+// waitForExport polls until kcp has set the export's identity hash and an endpoint
+// slice named like the export exists, creating the slice when kcp has not after
+// endpointSliceGrace (or at once when the export asks kcp not to create one).
+func waitForExport(ctx context.Context, c client.Client, name string, interval time.Duration) (string, error) {
+	start := time.Now()
+	var hash string
+	var lastErr error
+	err := wait.PollUntilContextCancel(ctx, interval, true, func(ctx context.Context) (bool, error) {
+		export := &apisv1alpha2.APIExport{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, export); err != nil {
+			lastErr = fmt.Errorf("reading APIExport: %w", err)
+			return false, nil
+		}
+		if hash = export.Status.IdentityHash; hash == "" {
+			lastErr = errors.New("kcp has not set the identity hash yet")
+			return false, nil
+		}
+		slice := &apisv1alpha1.APIExportEndpointSlice{}
+		err := c.Get(ctx, client.ObjectKey{Name: name}, slice)
+		switch {
+		case err == nil:
+			return true, nil
+		case !apierrors.IsNotFound(err):
+			lastErr = fmt.Errorf("reading APIExportEndpointSlice: %w", err)
+			return false, nil
+		}
+		_, skip := export.Annotations[apisv1alpha2.APIExportEndpointSliceSkipAnnotation]
+		if !skip && time.Since(start) < endpointSliceGrace {
+			lastErr = errors.New("kcp has not created the APIExportEndpointSlice yet")
+			return false, nil
+		}
+		slice = &apisv1alpha1.APIExportEndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       apisv1alpha1.APIExportEndpointSliceSpec{APIExport: apisv1alpha1.ExportBindingReference{Name: name}},
+		}
+		err = c.Create(ctx, slice)
+		switch {
+		case err == nil || apierrors.IsAlreadyExists(err):
+		case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
+			// Waiting will not help (e.g. the caller may not bind the export).
+			return false, fmt.Errorf("creating APIExportEndpointSlice: %w", err)
+		default:
+			lastErr = fmt.Errorf("creating APIExportEndpointSlice: %w", err)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		if lastErr != nil && ctx.Err() != nil {
+			return "", fmt.Errorf("waiting for the export to become ready: %w (last: %v)", err, lastErr)
+		}
+		return "", fmt.Errorf("waiting for the export to become ready: %w", err)
+	}
+	return hash, nil
+}

@@ -1,0 +1,494 @@
+package e2ekcp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kcp-dev/logicalcluster/v3"
+	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
+	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
+	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+	"github.com/openmcp-project/kcp-serviceprovider/workload"
+	"github.com/openmcp-project/kcp-serviceprovider/workspaces"
+)
+
+const (
+	spName        = "widgets"
+	providerWS    = "root:provider"
+	kcpSecretNS   = "default"
+	kcpSecretName = "kcp-kubeconfig"
+	managedBy     = "services.open-control-plane.io/managed-by"
+)
+
+var spWorkloadPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"namespaces", "configmaps", "secrets"}, Verbs: []string{"get", "create", "update", "patch", "delete"}},
+}}}}
+
+// In kcp mode the end-user cluster is the tenant workspace: the worker may read its
+// widgets there and nothing else.
+var spMCPPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+	{APIGroups: []string{widget.GroupVersion.Group}, Resources: []string{"widgets"}, Verbs: []string{"get", "list", "watch"}},
+}}}}
+
+func spScheme(t testing.TB) *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clustersv1alpha1.AddToScheme, widget.AddToScheme, apisv1alpha2.AddToScheme} {
+		if err := add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+type tenant struct {
+	path logicalcluster.Path
+	lc   logicalcluster.Name
+	c    client.Client // admin, widget types
+}
+
+// TestRuntimeKCPMode serves the widget provider (the same code as the standard-mode
+// tests) into three kcp workspaces and checks what tenants and operators would.
+func TestRuntimeKCPMode(t *testing.T) {
+	ctx := t.Context()
+	log.SetLogger(zap.New(zap.WriteTo(testWriter{t})))
+
+	k := harness.StartKCP(t, harness.WithFeatureGates("GlobalServiceAccount=true"))
+	widgetCRD, configCRD, err := widget.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	platform := harness.StartAPIServer(t, harness.PurposePlatform, harness.WithCRDs(configCRD))
+	workloadSrv := harness.StartAPIServer(t, harness.PurposeWorkload)
+	scheme := spScheme(t)
+	pf := newClient(t, platform.Config, scheme)
+	wl := newClient(t, workloadSrv.Config, scheme)
+
+	lp, err := localplatform.New(platform.Config, localplatform.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lp.AddCluster(localplatform.TargetCluster{Name: "workload", Purposes: []string{clustersv1alpha1.PURPOSE_WORKLOAD}, Config: workloadSrv.Config}); err != nil {
+		t.Fatal(err)
+	}
+	background(ctx, t, "local platform", lp.Start)
+
+	// The provider workspace, the runtime's identity there with exactly the shipped
+	// RBAC, and its kubeconfig in the Secret spec.kcp names.
+	k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "provider")
+	provider := k.ClientFor(t, logicalcluster.NewPath(providerWS))
+	applyYAML(ctx, t, provider, "../../config/kcp/runtime-rbac.yaml")
+	kubeconfig := serviceAccountKubeconfig(ctx, t, k, providerWS, "kcp-serviceprovider", "runtime")
+	if err := pf.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: kcpSecretNS, Name: kcpSecretName},
+		Data:       map[string][]byte{"kubeconfig": kubeconfig},
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	rt, err := builder.ServiceProvider[*widget.Widget](spName, scheme).
+		For(&widget.Widget{}).
+		WithProviderConfig(&widget.WidgetConfig{}).
+		WorkloadCluster(true, spWorkloadPermissions).
+		MCPPermissions(spMCPPermissions).
+		KCP(apiexport.FromCRD(spName, widgetCRD)).
+		Complete(widget.Provider{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	background(ctx, t, "runtime", func(ctx context.Context) error {
+		return rt.Start(ctx, builder.Options{Platform: platform.Config, Namespace: "default", RetryInterval: time.Second})
+	})
+
+	kcpSpec := &v1alpha1.KCP{ProviderWorkspace: providerWS, KubeconfigSecret: v1alpha1.SecretReference{Name: kcpSecretName, Namespace: kcpSecretNS}}
+	setConfig := func(t *testing.T, greeting string, kcp *v1alpha1.KCP) {
+		t.Helper()
+		pc := &widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: spName}}
+		if _, err := controllerutil.CreateOrUpdate(ctx, pf, pc, func() error {
+			pc.Spec.Greeting, pc.Spec.KCP = greeting, kcp
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setConfig(t, "hello", kcpSpec)
+	poll(ctx, t, 2*time.Minute, "kcp mode running", func(context.Context) error {
+		if !rt.KCPActive() {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+
+	// Three tenants bind the export, accepting exactly the runtime's claims, narrowed
+	// to what it labels as its own.
+	var tenants []tenant
+	for i := 1; i <= 3; i++ {
+		path, lc := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), fmt.Sprintf("tenant-%d", i))
+		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
+		tn := tenant{path: path, lc: lc, c: newClient(t, k.ConfigFor(path), scheme)}
+		newWidget(ctx, t, tn.c, "main", "blue")
+		tenants = append(tenants, tn)
+	}
+	main := client.ObjectKey{Namespace: "default", Name: "main"}
+
+	t.Run("every tenant becomes Ready with its own credentials", func(t *testing.T) {
+		for i, tn := range tenants {
+			w := waitReady(ctx, t, tn.c, main)
+			if w.Status.Identity != tn.lc.String() {
+				t.Errorf("identity %q, want the logical cluster %q", w.Status.Identity, tn.lc)
+			}
+			cfg := workerConfig(ctx, t, wl, tn.lc)
+			if !strings.HasSuffix(strings.TrimSuffix(cfg.Host, "/"), "/clusters/"+tn.lc.String()) {
+				t.Errorf("worker kubeconfig points at %s, want the workspace %s", cfg.Host, tn.lc)
+			}
+			worker := newClient(t, cfg, scheme)
+			if err := worker.Get(ctx, main, &widget.Widget{}); err != nil {
+				t.Errorf("tenant %d: worker cannot read its own Widget: %v", i+1, err)
+			}
+			if err := worker.List(ctx, &corev1.SecretList{}); !apierrors.IsForbidden(err) {
+				t.Errorf("tenant %d: worker listing Secrets: want forbidden, got %v", i+1, err)
+			}
+			neighbour := tenants[(i+1)%len(tenants)]
+			ncfg := rest.CopyConfig(cfg)
+			ncfg.Host = strings.TrimSuffix(strings.TrimSuffix(cfg.Host, "/"), tn.lc.String()) + neighbour.lc.String()
+			if err := newClient(t, ncfg, scheme).Get(ctx, main, &widget.Widget{}); !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) {
+				t.Errorf("tenant %d: worker reading its neighbour's Widget: want forbidden, got %v", i+1, err)
+			}
+			cs := kubernetes.NewForConfigOrDie(cfg)
+			_, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, spName+"-workload", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+			if !apierrors.IsForbidden(err) {
+				t.Errorf("tenant %d: worker minting tokens: want forbidden, got %v", i+1, err)
+			}
+		}
+	})
+
+	t.Run("a second object in a workspace is rejected, then promoted", func(t *testing.T) {
+		tn := tenants[0]
+		second := client.ObjectKey{Namespace: "default", Name: "second"}
+		newWidget(ctx, t, tn.c, "second", "red")
+		msg := waitReason(ctx, t, tn.c, second, v1alpha1.ReasonNotSingleton)
+		if !strings.Contains(msg, "default/main") {
+			t.Errorf("message %q does not name the active object", msg)
+		}
+		w := &widget.Widget{}
+		if err := tn.c.Get(ctx, second, w); err != nil {
+			t.Fatal(err)
+		}
+		if len(w.Finalizers) != 0 {
+			t.Errorf("a rejected object got finalizers %v", w.Finalizers)
+		}
+		deleteAndWait(ctx, t, tn.c, main)
+		waitReady(ctx, t, tn.c, second)
+		wantConfigMap(ctx, t, wl, tn.lc, "hello", "red")
+	})
+
+	t.Run("a ProviderConfig change reaches every workspace", func(t *testing.T) {
+		setConfig(t, "bonjour", kcpSpec)
+		for i, tn := range tenants {
+			color := "blue"
+			if i == 0 {
+				color = "red"
+			}
+			wantConfigMap(ctx, t, wl, tn.lc, "bonjour", color)
+		}
+	})
+
+	t.Run("delete cleans up the workspace and the platform", func(t *testing.T) {
+		tn := tenants[1]
+		deleteAndWait(ctx, t, tn.c, main)
+		if n := countManaged(ctx, t, tn.c); n != 0 {
+			t.Errorf("%d ServiceAccounts/ClusterRoles/ClusterRoleBindings left in the workspace", n)
+		}
+		sel := client.MatchingLabels{workspaces.LogicalClusterLabel: tn.lc.String()}
+		ars, crs := &clustersv1alpha1.AccessRequestList{}, &clustersv1alpha1.ClusterRequestList{}
+		if err := pf.List(ctx, ars, sel); err != nil {
+			t.Fatal(err)
+		}
+		if err := pf.List(ctx, crs, sel); err != nil {
+			t.Fatal(err)
+		}
+		if len(ars.Items)+len(crs.Items) != 0 {
+			t.Errorf("left on the platform: %d AccessRequests, %d ClusterRequests", len(ars.Items), len(crs.Items))
+		}
+		ns := cluster.KCPIdentity(tn.lc.String()).TenantNamespace()
+		if err := wl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "widget"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+			t.Errorf("worker ConfigMap: want gone, got %v", err)
+		}
+	})
+
+	t.Run("removing and re-adding spec.kcp stops and starts kcp mode live", func(t *testing.T) {
+		tn := tenants[2]
+		setConfig(t, "bonjour", nil)
+		poll(ctx, t, time.Minute, "kcp mode stopped", func(context.Context) error {
+			if rt.KCPActive() {
+				return errors.New("still running")
+			}
+			return nil
+		})
+		// With kcp mode stopped nothing reconciles the tenant's change...
+		patch(ctx, t, tn.c, main, func(w *widget.Widget) { w.Spec.Color = "green" })
+		w := &widget.Widget{}
+		if err := tn.c.Get(ctx, main, w); err != nil {
+			t.Fatal(err)
+		}
+		if w.Status.ObservedGeneration == w.Generation {
+			t.Errorf("observed generation %d caught up while kcp mode was off", w.Generation)
+		}
+		// ...until it is switched back on.
+		setConfig(t, "bonjour", kcpSpec)
+		waitReady(ctx, t, tn.c, main)
+		wantConfigMap(ctx, t, wl, tn.lc, "bonjour", "green")
+	})
+}
+
+
+func acceptedClaims() []apisv1alpha2.AcceptablePermissionClaim {
+	var out []apisv1alpha2.AcceptablePermissionClaim
+	for _, c := range apiexport.RequiredPermissionClaims() {
+		out = append(out, apisv1alpha2.AcceptablePermissionClaim{
+			ScopedPermissionClaim: apisv1alpha2.ScopedPermissionClaim{
+				PermissionClaim: c,
+				Selector:        apisv1alpha2.PermissionClaimSelector{LabelSelector: metav1.LabelSelector{MatchLabels: map[string]string{managedBy: spName}}},
+			},
+			State: apisv1alpha2.ClaimAccepted,
+		})
+	}
+	return out
+}
+
+func newClient(t testing.TB, cfg *rest.Config, scheme *runtime.Scheme) client.Client {
+	t.Helper()
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func newWidget(ctx context.Context, t testing.TB, c client.Client, name, color string) {
+	t.Helper()
+	if err := c.Create(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: widget.WidgetSpec{Color: color}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func patch(ctx context.Context, t testing.TB, c client.Client, key client.ObjectKey, mutate func(*widget.Widget)) {
+	t.Helper()
+	w := &widget.Widget{}
+	if err := c.Get(ctx, key, w); err != nil {
+		t.Fatal(err)
+	}
+	base := w.DeepCopy()
+	mutate(w)
+	if err := c.Patch(ctx, w, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func deleteAndWait(ctx context.Context, t testing.TB, c client.Client, key client.ObjectKey) {
+	t.Helper()
+	if err := c.Delete(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, 2*time.Minute, key.String()+" deleted", func(ctx context.Context) error {
+		if err := c.Get(ctx, key, &widget.Widget{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+}
+
+func waitReady(ctx context.Context, t testing.TB, c client.Client, key client.ObjectKey) *widget.Widget {
+	t.Helper()
+	var got *widget.Widget
+	poll(ctx, t, 2*time.Minute, key.String()+" Ready", func(ctx context.Context) error {
+		w := &widget.Widget{}
+		if err := c.Get(ctx, key, w); err != nil {
+			return err
+		}
+		got = w
+		cond := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady)
+		if cond == nil || cond.Status != metav1.ConditionTrue || w.Status.ObservedGeneration != w.Generation {
+			return fmt.Errorf("status %+v", w.Status)
+		}
+		return nil
+	})
+	return got
+}
+
+func waitReason(ctx context.Context, t testing.TB, c client.Client, key client.ObjectKey, reason string) string {
+	t.Helper()
+	var msg string
+	poll(ctx, t, 2*time.Minute, key.String()+" "+reason, func(ctx context.Context) error {
+		w := &widget.Widget{}
+		if err := c.Get(ctx, key, w); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady)
+		if cond == nil || cond.Reason != reason {
+			return fmt.Errorf("status %+v", w.Status)
+		}
+		msg = cond.Message
+		return nil
+	})
+	return msg
+}
+
+// workerConfig reads the kubeconfig the provider handed the tenant's worker.
+func workerConfig(ctx context.Context, t testing.TB, wl client.Client, lc logicalcluster.Name) *rest.Config {
+	t.Helper()
+	ns := cluster.KCPIdentity(lc.String()).TenantNamespace()
+	s := &corev1.Secret{}
+	if err := wl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "widget-kubeconfig"}, s); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(s.Data["kubeconfig"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func wantConfigMap(ctx context.Context, t testing.TB, wl client.Client, lc logicalcluster.Name, greeting, color string) {
+	t.Helper()
+	ns := cluster.KCPIdentity(lc.String()).TenantNamespace()
+	poll(ctx, t, 2*time.Minute, "widget ConfigMap of "+lc.String(), func(ctx context.Context) error {
+		cm := &corev1.ConfigMap{}
+		if err := wl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "widget"}, cm); err != nil {
+			return err
+		}
+		if cm.Data["greeting"] != greeting || cm.Data["color"] != color {
+			return fmt.Errorf("data %v", cm.Data)
+		}
+		return nil
+	})
+}
+
+// countManaged counts what the runtime created in a workspace.
+func countManaged(ctx context.Context, t testing.TB, c client.Client) int {
+	t.Helper()
+	sel := client.MatchingLabels{managedBy: spName}
+	sas, crs, crbs := &corev1.ServiceAccountList{}, &rbacv1.ClusterRoleList{}, &rbacv1.ClusterRoleBindingList{}
+	n := 0
+	for _, l := range []client.ObjectList{sas, crs, crbs} {
+		if err := c.List(ctx, l, sel); err != nil {
+			t.Fatal(err)
+		}
+		n += meta.LenList(l)
+	}
+	return n
+}
+
+// serviceAccountKubeconfig mints a token for a ServiceAccount of a workspace and
+// writes a kubeconfig for it, as a platform team would for spec.kcp.
+func serviceAccountKubeconfig(ctx context.Context, t testing.TB, k *harness.KCP, path, ns, name string) []byte {
+	t.Helper()
+	admin := k.ConfigFor(logicalcluster.NewPath(path))
+	cs := kubernetes.NewForConfigOrDie(admin)
+	var tr *authenticationv1.TokenRequest
+	poll(ctx, t, time.Minute, "runtime token", func(ctx context.Context) error {
+		var err error
+		tr, err = cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(24 * 3600))},
+		}, metav1.CreateOptions{})
+		return err
+	})
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["kcp"] = &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthorityData: admin.CAData}
+	kc.AuthInfos["runtime"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	kc.Contexts["runtime"] = &clientcmdapi.Context{Cluster: "kcp", AuthInfo: "runtime"}
+	kc.CurrentContext = "runtime"
+	raw, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// applyYAML creates every object of a multi-document YAML file.
+func applyYAML(ctx context.Context, t testing.TB, c client.Client, file string) {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			t.Fatalf("%s: %v", file, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := c.Create(ctx, u); err != nil {
+			t.Fatalf("%s: creating %s %s: %v", file, u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+func poll(ctx context.Context, t testing.TB, timeout time.Duration, what string, cond func(context.Context) error) {
+	t.Helper()
+	var last error
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		last = cond(ctx)
+		return last == nil, nil
+	}); err != nil {
+		t.Fatalf("%s: not reached within %s: %v", what, timeout, last)
+	}
+}
+
+func background(ctx context.Context, t *testing.T, what string, fn func(context.Context) error) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := fn(ctx); err != nil && ctx.Err() == nil {
+			t.Errorf("%s stopped: %v", what, err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,86 @@
+package tokens
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/kcp-dev/logicalcluster/v3"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Credential is a workload's access to its tenant workspace. Token and Kubeconfig are
+// secrets: the type's String, GoString and MarshalLog redact them, so printing or
+// logging a Credential (or a pointer to one) never reveals them.
+type Credential struct {
+	// Cluster is the tenant's logical cluster.
+	Cluster logicalcluster.Name
+	// Token is the workload ServiceAccount's bearer token.
+	Token string
+	// Kubeconfig holds Token, the server <kcp>/clusters/<cluster> and the CA of the
+	// runtime's direct connection.
+	Kubeconfig []byte
+	// ExpiresAt is when kcp stops accepting Token.
+	ExpiresAt time.Time
+	// RenewAt is when the Minter hands out a new token (80 % of the lifetime); callers
+	// that store the credential should come back by then.
+	RenewAt time.Time
+}
+
+const redacted = "<redacted>"
+
+// String implements fmt.Stringer without the secrets.
+func (c Credential) String() string {
+	return fmt.Sprintf("Credential{Cluster: %s, Token: %s, Kubeconfig: %s, ExpiresAt: %s, RenewAt: %s}",
+		c.Cluster, redacted, redacted, c.ExpiresAt.Format(time.RFC3339), c.RenewAt.Format(time.RFC3339))
+}
+
+// GoString implements fmt.GoStringer (%#v) without the secrets.
+func (c Credential) GoString() string { return "tokens." + c.String() }
+
+// MarshalLog implements logr.Marshaler without the secrets.
+func (c Credential) MarshalLog() any {
+	return struct {
+		Cluster    string    `json:"cluster"`
+		Token      string    `json:"token"`
+		Kubeconfig string    `json:"kubeconfig"`
+		ExpiresAt  time.Time `json:"expiresAt"`
+		RenewAt    time.Time `json:"renewAt"`
+	}{c.Cluster.String(), redacted, redacted, c.ExpiresAt, c.RenewAt}
+}
+
+// clone returns a copy that shares no memory with c, so a caller cannot change the
+// Minter's cache.
+func (c Credential) clone() *Credential {
+	c.Kubeconfig = bytes.Clone(c.Kubeconfig)
+	return &c
+}
+
+// kubeconfig renders a kubeconfig for token at server, trusting what direct trusts.
+func kubeconfig(direct *rest.Config, server, cluster, token string) ([]byte, error) {
+	ca := direct.CAData
+	if len(ca) == 0 && direct.CAFile != "" {
+		var err error
+		if ca, err = os.ReadFile(direct.CAFile); err != nil {
+			return nil, fmt.Errorf("reading CA file of the direct config: %w", err)
+		}
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[cluster] = &clientcmdapi.Cluster{
+		Server:                   server,
+		CertificateAuthorityData: ca,
+		TLSServerName:            direct.ServerName,
+		InsecureSkipTLSVerify:    direct.Insecure,
+	}
+	cfg.AuthInfos[cluster] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts[cluster] = &clientcmdapi.Context{Cluster: cluster, AuthInfo: cluster}
+	cfg.CurrentContext = cluster
+	out, err := clientcmd.Write(*cfg)
+	if err != nil {
+		return nil, fmt.Errorf("rendering kubeconfig: %w", err)
+	}
+	return out, nil
+}
