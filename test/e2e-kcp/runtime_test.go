@@ -274,7 +274,6 @@ func TestRuntimeKCPMode(t *testing.T) {
 	})
 }
 
-
 func acceptedClaims() []apisv1alpha2.AcceptablePermissionClaim {
 	var out []apisv1alpha2.AcceptablePermissionClaim
 	for _, c := range apiexport.RequiredPermissionClaims() {

@@ -239,5 +239,3 @@ func patchWidget(ctx context.Context, t *testing.T, c client.Client, key client.
 		t.Fatal(err)
 	}
 }
-
-
