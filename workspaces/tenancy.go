@@ -149,15 +149,20 @@ func (t *Tenancy[T]) EndUser(ctx context.Context, tg engine.Target[T]) (*cluster
 	return a, nil
 }
 
-// LookupEndUser returns the credential for the deletion path.
+// LookupEndUser returns the credential for the deletion path. A workspace whose claims
+// were never accepted has nothing of ours in it: no credential, and nothing to wait for.
 func (t *Tenancy[T]) LookupEndUser(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
-	return t.EndUser(ctx, tg)
+	a, err := t.EndUser(ctx, tg)
+	if w, ok := access.AsWaiting(err); ok && w.Reason == v1alpha1.ReasonPermissionClaimMissing {
+		return nil, nil
+	}
+	return a, err
 }
 
 // ReleaseEndUser removes the workspace ServiceAccount and its RBAC.
 func (t *Tenancy[T]) ReleaseEndUser(ctx context.Context, tg engine.Target[T]) (bool, error) {
 	lc := logicalcluster.Name(tg.ClusterName)
-	if err := t.opts.Minter.Remove(ctx, tg.Cluster.GetClient(), lc); err != nil {
+	if err := t.opts.Minter.Remove(ctx, tg.Cluster.GetClient(), lc); err != nil && !errors.Is(err, tokens.ErrClaimNotAccepted) {
 		return false, fmt.Errorf("removing workspace credential: %w", err)
 	}
 	t.mu.Lock()

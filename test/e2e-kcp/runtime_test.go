@@ -249,6 +249,24 @@ func TestRuntimeKCPMode(t *testing.T) {
 		}
 	})
 
+	t.Run("unaccepted permission claims show on the tenant's object", func(t *testing.T) {
+		path, _ := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "tenant-no-claims")
+		claims := acceptedClaims()
+		for i := range claims {
+			claims[i].State = apisv1alpha2.ClaimRejected
+		}
+		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, claims)
+		c := newClient(t, k.ConfigFor(path), scheme)
+		newWidget(ctx, t, c, "main", "blue")
+		msg := waitReason(ctx, t, c, main, v1alpha1.ReasonPermissionClaimMissing)
+		if !strings.Contains(msg, "serviceaccounts") {
+			t.Errorf("message %q does not name the missing claim", msg)
+		}
+		// Nothing was ordered for a tenant that cannot be served, and its object can
+		// still be deleted: no finalizer of ours is left behind.
+		deleteAndWait(ctx, t, c, main)
+	})
+
 	t.Run("removing and re-adding spec.kcp stops and starts kcp mode live", func(t *testing.T) {
 		tn := tenants[2]
 		setConfig(t, "bonjour", nil)
@@ -271,6 +289,18 @@ func TestRuntimeKCPMode(t *testing.T) {
 		setConfig(t, "bonjour", kcpSpec)
 		waitReady(ctx, t, tn.c, main)
 		wantConfigMap(ctx, t, wl, tn.lc, "bonjour", "green")
+	})
+
+	t.Run("an unbound workspace is let go and the others are still served", func(t *testing.T) {
+		gone := tenants[2]
+		if err := k.ClientFor(t, gone.path).Delete(ctx, &apisv1alpha2.APIBinding{ObjectMeta: metav1.ObjectMeta{Name: spName}}); err != nil {
+			t.Fatal(err)
+		}
+		setConfig(t, "ciao", kcpSpec)
+		wantConfigMap(ctx, t, wl, tenants[0].lc, "ciao", "red")
+		if !rt.KCPActive() {
+			t.Error("kcp mode stopped after a tenant unbound")
+		}
 	})
 }
 
