@@ -55,6 +55,11 @@ type Tenancy[T provider.Object] struct {
 
 	mu      sync.Mutex
 	clients map[logicalcluster.Name]cachedClient
+	// direct are uncached virtual-workspace clients per workspace, for the token
+	// minter: the cluster's own client reads from the shared wildcard cache, which would
+	// start informers on every workspace's ServiceAccounts and RBAC (and the claims
+	// grant no list/watch).
+	direct map[logicalcluster.Name]client.Client
 }
 
 type cachedClient struct {
@@ -67,7 +72,7 @@ func NewTenancy[T provider.Object](opts Options) *Tenancy[T] {
 	if opts.RetryInterval == 0 {
 		opts.RetryInterval = 30 * time.Second
 	}
-	return &Tenancy[T]{opts: opts, clients: map[logicalcluster.Name]cachedClient{}}
+	return &Tenancy[T]{opts: opts, clients: map[logicalcluster.Name]cachedClient{}, direct: map[logicalcluster.Name]client.Client{}}
 }
 
 // Mode is kcp.
@@ -127,7 +132,11 @@ func Oldest(objs []client.Object) client.Object {
 // built from it.
 func (t *Tenancy[T]) EndUser(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
 	lc := logicalcluster.Name(tg.ClusterName)
-	cred, err := t.opts.Minter.Ensure(ctx, tg.Cluster.GetClient(), lc)
+	ws, err := t.directClient(tg)
+	if err != nil {
+		return nil, err
+	}
+	cred, err := t.opts.Minter.Ensure(ctx, ws, lc)
 	if err != nil {
 		var claim *tokens.ClaimNotAcceptedError
 		if errors.As(err, &claim) {
@@ -162,13 +171,38 @@ func (t *Tenancy[T]) LookupEndUser(ctx context.Context, tg engine.Target[T]) (*c
 // ReleaseEndUser removes the workspace ServiceAccount and its RBAC.
 func (t *Tenancy[T]) ReleaseEndUser(ctx context.Context, tg engine.Target[T]) (bool, error) {
 	lc := logicalcluster.Name(tg.ClusterName)
-	if err := t.opts.Minter.Remove(ctx, tg.Cluster.GetClient(), lc); err != nil && !errors.Is(err, tokens.ErrClaimNotAccepted) {
+	ws, err := t.directClient(tg)
+	if err != nil {
+		return false, err
+	}
+	if err := t.opts.Minter.Remove(ctx, ws, lc); err != nil && !errors.Is(err, tokens.ErrClaimNotAccepted) {
 		return false, fmt.Errorf("removing workspace credential: %w", err)
 	}
 	t.mu.Lock()
 	delete(t.clients, lc)
+	delete(t.direct, lc)
 	t.mu.Unlock()
 	return true, nil
+}
+
+// directClient returns the workspace's uncached virtual-workspace client. It shares the
+// cluster's HTTP client and REST mapper, so a workspace costs no new connections and no
+// discovery.
+func (t *Tenancy[T]) directClient(tg engine.Target[T]) (client.Client, error) {
+	lc := logicalcluster.Name(tg.ClusterName)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c, ok := t.direct[lc]; ok {
+		return c, nil
+	}
+	c, err := client.New(tg.Cluster.GetConfig(), client.Options{
+		Scheme: t.opts.Scheme, HTTPClient: tg.Cluster.GetHTTPClient(), Mapper: tg.Cluster.GetRESTMapper(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("virtual workspace client for %s: %w", lc, err)
+	}
+	t.direct[lc] = c
+	return c, nil
 }
 
 // RequestsFor maps a request's logical cluster label to the workspace's objects.

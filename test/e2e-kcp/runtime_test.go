@@ -329,9 +329,15 @@ func newClient(t testing.TB, cfg *rest.Config, scheme *runtime.Scheme) client.Cl
 
 func newWidget(ctx context.Context, t testing.TB, c client.Client, name, color string) {
 	t.Helper()
-	if err := c.Create(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: widget.WidgetSpec{Color: color}}); err != nil {
-		t.Fatal(err)
-	}
+	// A binding is Bound a moment before the workspace's discovery serves the bound
+	// resource; only that is retried.
+	poll(ctx, t, 30*time.Second, "creating widget "+name, func(ctx context.Context) error {
+		err := c.Create(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: widget.WidgetSpec{Color: color}})
+		if err != nil && !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
+			t.Fatalf("creating widget %s: %v", name, err)
+		}
+		return err
+	})
 }
 
 func patch(ctx context.Context, t testing.TB, c client.Client, key client.ObjectKey, mutate func(*widget.Widget)) {

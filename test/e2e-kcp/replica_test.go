@@ -1,0 +1,184 @@
+package e2ekcp
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
+	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+)
+
+// A replica is this test binary started again as the widget provider's process: the
+// same runtime a provider binary runs, with its own metrics, probes, leases and log,
+// so that tests can run two of them and kill one like a pod. The environment says
+// what it serves.
+const (
+	replicaEnv           = "KSP_E2E_REPLICA" // the replica's name; unset in the test process
+	replicaPlatformEnv   = "KSP_E2E_REPLICA_PLATFORM_KUBECONFIG"
+	replicaOnboardingEnv = "KSP_E2E_REPLICA_ONBOARDING_KUBECONFIG"
+	replicaMetricsEnv    = "KSP_E2E_REPLICA_METRICS_ADDR"
+	replicaProbesEnv     = "KSP_E2E_REPLICA_PROBE_ADDR"
+)
+
+// Leader election of the replicas: short, so that a failover fits in a test, and
+// loose enough for a loaded 2-core machine to renew in time.
+const (
+	replicaLeaseDuration = 8 * time.Second
+	replicaRenewDeadline = 5 * time.Second
+	replicaRetryPeriod   = time.Second
+)
+
+// init turns the test binary into a replica when the environment says so; the test
+// functions never run then.
+func init() {
+	if os.Getenv(replicaEnv) == "" {
+		return
+	}
+	if err := runReplica(); err != nil {
+		fmt.Fprintf(os.Stderr, "replica %s: %v\n", os.Getenv(replicaEnv), err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+func runReplica() error {
+	// JSON lines at V(2), so that the secret-leak check also covers debug output.
+	var zopts zap.Options
+	fs := flag.NewFlagSet("replica", flag.ContinueOnError)
+	zopts.BindFlags(fs)
+	if err := fs.Parse([]string{"--zap-log-level=2"}); err != nil {
+		return err
+	}
+	log.SetLogger(zap.New(zap.UseFlagOptions(&zopts), zap.WriteTo(os.Stderr)))
+	platform, err := clientcmd.BuildConfigFromFlags("", os.Getenv(replicaPlatformEnv))
+	if err != nil {
+		return fmt.Errorf("platform kubeconfig: %w", err)
+	}
+	onboarding, err := clientcmd.BuildConfigFromFlags("", os.Getenv(replicaOnboardingEnv))
+	if err != nil {
+		return fmt.Errorf("onboarding kubeconfig: %w", err)
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clustersv1alpha1.AddToScheme, widget.AddToScheme, apisv1alpha2.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
+	widgetCRD, _, err := widget.CRDs()
+	if err != nil {
+		return err
+	}
+	rt, err := builder.ServiceProvider[*widget.Widget](spName, scheme).
+		For(&widget.Widget{}).
+		WithProviderConfig(&widget.WidgetConfig{}).
+		WorkloadCluster(true, spWorkloadPermissions).
+		MCPPermissions(spMCPPermissions).
+		KCP(apiexport.FromCRD(spName, widgetCRD)).
+		Complete(widget.Provider{})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return rt.Start(log.IntoContext(ctx, log.Log.WithValues("replica", os.Getenv(replicaEnv))), builder.Options{
+		Platform: platform, Onboarding: onboarding, Namespace: "default",
+		LeaderElection: true, LeaseDuration: replicaLeaseDuration, RenewDeadline: replicaRenewDeadline, RetryPeriod: replicaRetryPeriod,
+		MetricsBindAddress:     os.Getenv(replicaMetricsEnv),
+		HealthProbeBindAddress: os.Getenv(replicaProbesEnv),
+		RetryInterval:          time.Second,
+	})
+}
+
+// replica is a running replica process.
+type replica struct {
+	name            string
+	metrics, probes string // base URLs
+	logPath         string
+	cmd             *exec.Cmd
+	exited          chan struct{}
+}
+
+// startReplica starts a replica serving the platform and onboarding clusters whose
+// kubeconfig files are given. t.Cleanup stops it (SIGTERM, then SIGKILL).
+func startReplica(t *testing.T, name, platformKubeconfig, onboardingKubeconfig string) *replica {
+	t.Helper()
+	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
+	r := &replica{
+		name:    name,
+		metrics: "http://" + metricsAddr, probes: "http://" + probeAddr,
+		logPath: filepath.Join(t.TempDir(), name+".log"),
+		exited:  make(chan struct{}),
+	}
+	out, err := os.Create(r.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	r.cmd.Env = append(os.Environ(),
+		replicaEnv+"="+name,
+		replicaPlatformEnv+"="+platformKubeconfig,
+		replicaOnboardingEnv+"="+onboardingKubeconfig,
+		replicaMetricsEnv+"="+metricsAddr,
+		replicaProbesEnv+"="+probeAddr,
+	)
+	r.cmd.Stdout, r.cmd.Stderr = out, out
+	r.cmd.SysProcAttr = replicaSysProcAttr()
+	if err := r.cmd.Start(); err != nil {
+		t.Fatalf("starting replica %s: %v", name, err)
+	}
+	go func() {
+		_ = r.cmd.Wait()
+		_ = out.Close()
+		close(r.exited)
+	}()
+	t.Cleanup(func() {
+		r.stop(syscall.SIGTERM, 30*time.Second)
+		if t.Failed() {
+			t.Logf("replica %s log tail:\n%s", name, tailFile(r.logPath, 40))
+		}
+	})
+	t.Logf("replica %s: pid %d, metrics %s, probes %s", name, r.cmd.Process.Pid, r.metrics, r.probes)
+	return r
+}
+
+// stop signals the replica and waits for it to exit, killing it after grace.
+func (r *replica) stop(sig syscall.Signal, grace time.Duration) {
+	select {
+	case <-r.exited:
+		return
+	default:
+	}
+	_ = r.cmd.Process.Signal(sig)
+	select {
+	case <-r.exited:
+	case <-time.After(grace):
+		_ = r.cmd.Process.Kill()
+		<-r.exited
+	}
+}
+
+func (r *replica) log(t testing.TB) []byte {
+	t.Helper()
+	b, err := os.ReadFile(r.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
