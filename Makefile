@@ -14,6 +14,9 @@ run:
 generate:
 	$$(hack/tools.sh controller-gen) object paths=./api/... paths=./test/widget/...
 	$$(hack/tools.sh controller-gen) crd paths=./test/widget/... output:crd:dir=./test/widget/crd
+	$$(hack/tools.sh controller-gen) object paths=./examples/echo/api/...
+	$$(hack/tools.sh controller-gen) crd paths=./examples/echo/api/... output:crd:dir=./config/crd
+	go run ./cmd/kcp-serviceprovider kcp-manifests > config/kcp/echo-apiexport.yaml.tmp && mv config/kcp/echo-apiexport.yaml.tmp config/kcp/echo-apiexport.yaml
 
 ## binaries: build the test servers into the cache and print where they are.
 binaries:

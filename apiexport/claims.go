@@ -12,6 +12,10 @@ import (
 // needs to see the tenant's other ServiceAccounts or RBAC.
 var requiredClaimVerbs = []string{"create", "delete", "get", "update"}
 
+// eventClaimVerbs are the verbs of the events claim: client-go's event recorder creates
+// an event and patches it when the same event recurs. Nothing is read or deleted.
+var eventClaimVerbs = []string{"create", "patch"}
+
 // RequiredPermissionClaims returns the claims the runtime itself needs in every tenant
 // workspace, so that it can create the workload ServiceAccount and the RBAC that lets
 // the runtime mint that account's tokens (see package tokens): core serviceaccounts,
@@ -24,17 +28,24 @@ var requiredClaimVerbs = []string{"create", "delete", "get", "update"}
 // workspace forwards claimed writes with the workspace's authority), which is why the
 // verbs are minimal and why tenants may narrow the claims with a label selector on the
 // runtime's managed-by label.
+//
+// The fourth claim, events.k8s.io events with create and patch, lets the runtime
+// record events on the tenant's Service objects in the tenant's workspace, so that
+// `kubectl get events` there shows them (see docs/design/observability.md). kcp's
+// virtual workspace refuses the runtime's events without it; a tenant that does not
+// accept it loses the events, not the service.
 func RequiredPermissionClaims() []apisv1alpha2.PermissionClaim {
-	claim := func(group, resource string) apisv1alpha2.PermissionClaim {
+	claim := func(group, resource string, verbs []string) apisv1alpha2.PermissionClaim {
 		return apisv1alpha2.PermissionClaim{
 			GroupResource: apisv1alpha2.GroupResource{Group: group, Resource: resource},
-			Verbs:         slices.Clone(requiredClaimVerbs),
+			Verbs:         slices.Clone(verbs),
 		}
 	}
 	return []apisv1alpha2.PermissionClaim{
-		claim("", "serviceaccounts"),
-		claim("rbac.authorization.k8s.io", "clusterroles"),
-		claim("rbac.authorization.k8s.io", "clusterrolebindings"),
+		claim("", "serviceaccounts", requiredClaimVerbs),
+		claim("rbac.authorization.k8s.io", "clusterroles", requiredClaimVerbs),
+		claim("rbac.authorization.k8s.io", "clusterrolebindings", requiredClaimVerbs),
+		claim("events.k8s.io", "events", eventClaimVerbs),
 	}
 }
 

@@ -28,9 +28,10 @@
 //
 // Permission claims: [RequiredPermissionClaims] lists the claims the runtime itself
 // needs in every tenant workspace (see package tokens): ServiceAccounts, ClusterRoles
-// and ClusterRoleBindings with the verbs get, create, update and delete. A tenant that
-// accepts them lets the runtime create RBAC in its workspace; the verbs are kept minimal
-// and the tenant may narrow the claims further with label selectors.
+// and ClusterRoleBindings with the verbs get, create, update and delete, and
+// events.k8s.io events with create and patch (events on the tenant's Service objects).
+// A tenant that accepts them lets the runtime create RBAC in its workspace; the verbs
+// are kept minimal and the tenant may narrow the claims further with label selectors.
 //
 // The client passed to [Provision] points at the provider workspace and needs, there:
 // apiresourceschemas get+create, apiexports get+create+update, apiexportendpointslices

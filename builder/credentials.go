@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
 	"github.com/openmcp-project/kcp-serviceprovider/tokens"
 )
 
@@ -32,7 +33,7 @@ const directTokenTTL = time.Hour
 // same ServiceAccount, minted here and renewed until ctx ends. Any other identity (a
 // user certificate, as in a development kcp) is used for both: it cannot mint a
 // second credential of itself, and is reported in the log.
-func splitCredentials(ctx context.Context, base *rest.Config, workspace string) (vw, direct *rest.Config, id tokens.Identity, err error) {
+func splitCredentials(ctx context.Context, base *rest.Config, workspace, provider string) (vw, direct *rest.Config, id tokens.Identity, err error) {
 	id, err = tokens.DetectIdentity(ctx, clusterConfig(base, workspace))
 	if err != nil {
 		return nil, nil, id, err
@@ -45,7 +46,7 @@ func splitCredentials(ctx context.Context, base *rest.Config, workspace string) 
 	if len(parts) != 2 {
 		return nil, nil, id, fmt.Errorf("unexpected ServiceAccount username %q", id.Username)
 	}
-	src := &selfToken{cfg: clusterConfig(base, workspace), namespace: parts[0], name: parts[1]}
+	src := &selfToken{cfg: clusterConfig(base, workspace), namespace: parts[0], name: parts[1], provider: provider}
 	if err := src.refresh(ctx); err != nil {
 		return nil, nil, id, fmt.Errorf("minting the runtime's direct-call token (needs create on serviceaccounts/token for itself in %s): %w", workspace, err)
 	}
@@ -67,6 +68,7 @@ func splitCredentials(ctx context.Context, base *rest.Config, workspace string) 
 type selfToken struct {
 	cfg             *rest.Config
 	namespace, name string
+	provider        string // metrics label
 
 	mu      sync.RWMutex
 	token   string
@@ -79,16 +81,24 @@ func (s *selfToken) current() string {
 	return s.token
 }
 
+// refresh mints a new token and records the outcome in the metrics (the refresh
+// count and the expiry, which alert rules watch).
 func (s *selfToken) refresh(ctx context.Context) error {
+	expires, err := s.mint(ctx)
+	metrics.RuntimeTokenRefreshed(s.provider, expires, err)
+	return err
+}
+
+func (s *selfToken) mint(ctx context.Context) (time.Time, error) {
 	cs, err := kubernetes.NewForConfig(s.cfg)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	tr, err := cs.CoreV1().ServiceAccounts(s.namespace).CreateToken(ctx, s.name, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(directTokenTTL.Seconds()))},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	now := time.Now()
 	life := tr.Status.ExpirationTimestamp.Sub(now)
@@ -96,7 +106,7 @@ func (s *selfToken) refresh(ctx context.Context) error {
 	s.token = tr.Status.Token
 	s.renewAt = now.Add(life * 8 / 10)
 	s.mu.Unlock()
-	return nil
+	return tr.Status.ExpirationTimestamp.Time, nil
 }
 
 func (s *selfToken) renew(ctx context.Context) {

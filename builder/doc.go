@@ -12,4 +12,10 @@
 //
 // The Runtime runs one multicluster manager per mode in the same process, each with its
 // own leader election ID, all driving the same engine.
+//
+// Operations (ops.go, docs/design/observability.md): one metrics endpoint and one pair
+// of probes per process, covering every mode. The standard-mode manager serves them
+// when it runs; a kcp-only process serves them itself, since kcp mode's manager is
+// replaced whenever spec.kcp changes. Readiness includes kcp mode's connection to the
+// virtual workspace when this process leads kcp mode.
 package builder

@@ -28,6 +28,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 	"github.com/openmcp-project/kcp-serviceprovider/tokens"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
@@ -55,11 +56,18 @@ type kcpSupervisor[T provider.Object] struct {
 	r        *Runtime[T]
 	opts     Options
 	platform client.Client // uncached: reads one ProviderConfig and one Secret
+	// platformCfg is the tuned platform config the supervisor's own cache uses.
+	platformCfg *rest.Config
 
 	mu      sync.Mutex
 	current *kcpRun
 	// lastErr is the last start failure, for the readiness check and logs.
 	lastErr error
+	// wanted says whether the last readable ProviderConfig had spec.kcp.
+	wanted bool
+	// passSince is when the pass in progress started; zero between passes. A pass
+	// that never ends (a wedged start or stop) fails the liveness check.
+	passSince time.Time
 }
 
 type kcpRun struct {
@@ -67,6 +75,8 @@ type kcpRun struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	mgr    mcmanager.Manager
+	// vw tells whether the virtual workspace answers (builder/ops.go).
+	vw *vwProbe
 }
 
 // run blocks until ctx ends, keeping kcp mode in line with the ProviderConfig.
@@ -84,7 +94,7 @@ func (s *kcpSupervisor[T]) run(ctx context.Context) error {
 	// Watch only our ProviderConfig; the Secret is re-read on every pass and on a
 	// ticker, so a rotated kubeconfig is picked up within a minute.
 	pc := s.r.decl.newProviderConfig()
-	c, err := cache.New(s.opts.Platform, cache.Options{Scheme: s.r.decl.scheme, ByObject: map[client.Object]cache.ByObject{
+	c, err := cache.New(s.platformCfg, cache.Options{Scheme: s.r.decl.scheme, ByObject: map[client.Object]cache.ByObject{
 		pc: {Field: fields.OneTermEqualSelector("metadata.name", s.r.decl.name)},
 	}})
 	if err != nil {
@@ -114,7 +124,9 @@ func (s *kcpSupervisor[T]) run(ctx context.Context) error {
 		case <-trigger:
 		case <-ticker.C:
 		}
+		s.setPass(time.Now())
 		s.sync(ctx, logger)
+		s.setPass(time.Time{})
 	}
 }
 
@@ -123,6 +135,9 @@ func (s *kcpSupervisor[T]) sync(ctx context.Context, logger logr.Logger) {
 	want, err := s.desired(ctx)
 	s.mu.Lock()
 	running := s.current
+	if err == nil {
+		s.wanted = want != nil
+	}
 	s.mu.Unlock()
 	switch {
 	case err != nil:
@@ -235,6 +250,7 @@ func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (*kcpRun
 		return nil, fmt.Errorf("provider workspace client: %w", err)
 	}
 	provisioned, err := apiexport.Provision(ctx, provClient, surface, apiexport.Options{})
+	metrics.APIExportProvisioned(r.decl.name, err)
 	if err != nil {
 		return nil, fmt.Errorf("provisioning APIExport %q in %s: %w", surface.ExportName, want.workspace, err)
 	}
@@ -243,9 +259,14 @@ func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (*kcpRun
 	// workspace calls: kcp v0.30 lets a token used on the virtual workspace act with
 	// the virtual workspace's warrant on direct calls for a while (see
 	// docs/design/tenant-credentials.md).
-	vwCfg, directCfg, identity, err := splitCredentials(ctx, base, want.workspace)
+	vwCfg, directCfg, identity, err := splitCredentials(ctx, base, want.workspace, r.decl.name)
 	if err != nil {
 		return nil, fmt.Errorf("kcp credentials: %w", err)
+	}
+	if identity.IsServiceAccount && opts.WrapTransport != nil {
+		// The direct-call config is an anonymous copy (it carries its own bearer
+		// token), which dropped the transport wrapper tune added to base.
+		directCfg.Wrap(opts.WrapTransport)
 	}
 	vwProviderCfg := clusterConfig(vwCfg, want.workspace)
 
@@ -271,12 +292,13 @@ func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (*kcpRun
 		ProviderName: r.decl.name,
 		Rules:        policyRules(r.decl.mcpPerms),
 		Labels:       map[string]string{ManagedByLabel: r.decl.name},
+		Observe:      metrics.TokenObserver(r.decl.name),
 	})
 	tenancy := workspaces.NewTenancy[T](workspaces.Options{
 		Minter: minter, NewList: r.decl.newList, Kind: r.decl.gvk.Kind,
 		Scheme: r.decl.scheme, Tune: opts.tune,
 	})
-	if _, err := engine.Register(mgr, r.engineOptions(platform, tenancy, workspaces.Labels, opts), engine.Setup{
+	e, err := engine.Register(mgr, r.engineOptions(platform, tenancy, workspaces.Labels, opts), engine.Setup{
 		Name:                    r.decl.name + "-kcp",
 		NewList:                 r.decl.newList,
 		ProviderConfig:          r.decl.newProviderConfig(),
@@ -284,12 +306,23 @@ func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (*kcpRun
 		Singleton:               true,
 		Restartable:             true,
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("kcp mode controller: %w", err)
 	}
+	// A workspace that is briefly not engaged (this manager restarting, the virtual
+	// workspace reconnecting) is not swept: the sweep wants SweepAbsences consecutive
+	// absences, and it restarts with the manager.
+	if err := addSweep(mgr, e, r.decl.name, kcpTenantLabels, opts); err != nil {
+		return nil, err
+	}
 
+	vw, err := newVWProbe(provClient, provisioned.EndpointSliceName, vwCfg)
+	if err != nil {
+		return nil, fmt.Errorf("virtual workspace probe: %w", err)
+	}
 	runCtx, cancel := context.WithCancel(ctx)
-	run := &kcpRun{digest: want.digest, cancel: cancel, done: make(chan struct{}), mgr: mgr}
+	run := &kcpRun{digest: want.digest, cancel: cancel, done: make(chan struct{}), mgr: mgr, vw: vw}
 	go func() {
 		defer close(run.done)
 		if err := mgr.Start(runCtx); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -14,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"net/http"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -25,6 +25,7 @@ import (
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
 	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/providerconfig"
 	"github.com/openmcp-project/kcp-serviceprovider/onboarding"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
@@ -42,11 +43,20 @@ type Options struct {
 	// Namespace is the provider's own namespace on the platform cluster (POD_NAMESPACE):
 	// leader election leases live there.
 	Namespace string
-	// LeaderElection turns leader election on; each mode has its own lease.
+	// LeaderElection turns leader election on; each mode has its own lease
+	// (`<name>-standard`, `<name>-kcp`), so two replicas may each lead one mode.
 	LeaderElection bool
-	// MetricsBindAddress serves Prometheus metrics; "0" turns it off.
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election; zero keeps
+	// controller-runtime's defaults (15s, 10s, 2s). A standby takes over at most about
+	// LeaseDuration + RetryPeriod after the leader died.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// MetricsBindAddress serves Prometheus metrics (docs/metrics.md); "0" turns it
+	// off.
 	MetricsBindAddress string
 	// HealthProbeBindAddress serves /healthz and /readyz; "" or "0" turns it off.
+	// Readiness covers every mode of the process: the onboarding cache in standard
+	// mode, and in kcp mode a running kcp manager that, if it leads, reaches the
+	// virtual workspace (see builder/ops.go).
 	HealthProbeBindAddress string
 	// RetryInterval is how often pending access requests are looked at again (grants also
 	// arrive through watches). Default 10s.
@@ -57,6 +67,23 @@ type Options struct {
 	// controller-runtime's 5/10 throttle a runtime serving many tenants.
 	ClientQPS   float32
 	ClientBurst int
+	// PlatformService runs the provider as a platform service instead of the other
+	// modes: Service objects on the platform cluster, which is also the end-user and
+	// workload cluster (see builder/platform.go and package platformservice). Set it
+	// from the deployment (ParseDeploymentMode), never from provider code.
+	PlatformService bool
+	// WrapTransport, when set, wraps the transport of every client the runtime
+	// builds (platform, onboarding, kcp, virtual workspace, direct calls, workload
+	// and end-user clusters). It exists for measurement, e.g. the benchmark in
+	// test/bench counts requests by verb with it; production leaves it nil.
+	WrapTransport func(http.RoundTripper) http.RoundTripper
+	// SweepInterval is how often each mode looks for platform-side requests whose
+	// tenant object is gone and removes them (internal/sweep). Default 5 minutes;
+	// negative turns the sweep off.
+	SweepInterval time.Duration
+	// SweepAbsences is how many consecutive sweeps must find a tenant gone before its
+	// requests are removed. Default 3.
+	SweepAbsences int
 }
 
 func (o *Options) defaults() {
@@ -80,6 +107,9 @@ func (o *Options) defaults() {
 func (o *Options) tune(cfg *rest.Config) {
 	cfg.QPS = o.ClientQPS
 	cfg.Burst = o.ClientBurst
+	if o.WrapTransport != nil {
+		cfg.Wrap(o.WrapTransport)
+	}
 }
 
 // Runtime runs a provider in every configured mode.
@@ -88,6 +118,7 @@ type Runtime[T provider.Object] struct {
 
 	mu  sync.Mutex
 	sup *kcpSupervisor[T]
+	std mcmanager.Manager // standard mode's manager, for the leader gauge
 }
 
 // KCPActive says whether kcp mode is running: spec.kcp is set, the APIExport is
@@ -124,34 +155,49 @@ func (r *Runtime[T]) Start(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
+	if opts.PlatformService {
+		return r.startPlatformService(ctx, opts)
+	}
 	if opts.Onboarding == nil && r.decl.kcp == nil {
 		return errors.New("nothing to serve: no onboarding cluster and no kcp surface")
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 2)
+	defer metrics.AddProcess(r.processSource())()
+	errc := make(chan error, 3)
 	running := 0
 	if opts.Onboarding != nil {
 		mgr, err := r.standardManager(opts)
 		if err != nil {
 			return err
 		}
+		r.mu.Lock()
+		r.std = mgr
+		r.mu.Unlock()
 		running++
 		go func() { errc <- mgr.Start(ctx) }()
 		log.FromContext(ctx).Info("standard mode started", "provider", r.decl.name)
 	}
 	if r.decl.kcp != nil {
-		platform, err := client.New(opts.Platform, client.Options{Scheme: r.decl.scheme})
+		platformCfg := rest.CopyConfig(opts.Platform)
+		opts.tune(platformCfg)
+		platform, err := client.New(platformCfg, client.Options{Scheme: r.decl.scheme})
 		if err != nil {
 			return fmt.Errorf("platform client: %w", err)
 		}
-		sup := &kcpSupervisor[T]{r: r, opts: opts, platform: platform}
+		sup := &kcpSupervisor[T]{r: r, opts: opts, platform: platform, platformCfg: platformCfg}
 		r.mu.Lock()
 		r.sup = sup
 		r.mu.Unlock()
 		running++
 		go func() { errc <- sup.run(ctx) }()
+		if opts.Onboarding == nil {
+			// No manager lives as long as the process (kcp mode's restarts with
+			// spec.kcp): the Runtime serves metrics and probes itself.
+			running++
+			go func() { errc <- r.serveOps(ctx, opts) }()
+		}
 	}
 	// The first mode to fail stops the process: a half-running provider is harder to
 	// diagnose than a restarting pod.
@@ -174,8 +220,15 @@ func (r *Runtime[T]) platformManagerOptions(opts Options, mode string) manager.O
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        r.decl.name + "-" + mode,
 		LeaderElectionNamespace: opts.Namespace,
-		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsBindAddress},
-		HealthProbeBindAddress:  opts.HealthProbeBindAddress,
+		// kcp mode's manager restarts in-process when spec.kcp changes, and a rolling
+		// update stops the old pod: stepping down at once spares the successor a
+		// wait for the lease to expire.
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 durationOrNil(opts.LeaseDuration),
+		RenewDeadline:                 durationOrNil(opts.RenewDeadline),
+		RetryPeriod:                   durationOrNil(opts.RetryPeriod),
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
 		Client: client.Options{Cache: &client.CacheOptions{
 			// Secrets (access kubeconfigs) and namespaces are read directly: caching them
 			// would watch every Secret on the platform cluster.
@@ -203,26 +256,27 @@ func (r *Runtime[T]) standardManager(opts Options) (mcmanager.Manager, error) {
 	}
 	if opts.HealthProbeBindAddress != "" && opts.HealthProbeBindAddress != "0" {
 		_ = mgr.AddHealthzCheck("ping", healthz.Ping)
-		_ = mgr.AddReadyzCheck("onboarding-cache", func(req *http.Request) error {
-			if !onboardingCluster.GetCache().WaitForCacheSync(req.Context()) {
-				return errors.New("onboarding cache not synced")
-			}
-			return nil
-		})
+		_ = mgr.AddReadyzCheck("onboarding-cache", cacheSynced("onboarding", onboardingCluster.GetCache()))
+		// The standard manager serves the probes of the whole process, kcp mode's too.
+		r.addKCPChecks(mgr.AddHealthzCheck, mgr.AddReadyzCheck)
 	}
 	platform := mgr.GetLocalManager().GetClient()
 	tenancy := onboarding.NewTenancy[T](platform, onboarding.Options{
 		ProviderName: r.decl.name, Permissions: r.decl.mcpPerms, Scheme: r.decl.scheme,
 		RetryInterval: opts.RetryInterval, Tune: opts.tune,
 	})
-	if _, err := engine.Register(mgr, r.engineOptions(platform, tenancy, onboarding.Labels, opts), engine.Setup{
+	e, err := engine.Register(mgr, r.engineOptions(platform, tenancy, onboarding.Labels, opts), engine.Setup{
 		Name:                    r.decl.name + "-standard",
 		NewList:                 r.decl.newList,
 		ProviderConfig:          r.decl.newProviderConfig(),
 		ManagedBy:               r.decl.name,
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("standard mode controller: %w", err)
+	}
+	if err := addSweep(mgr, e, r.decl.name, standardTenantLabels, opts); err != nil {
+		return nil, err
 	}
 	return mgr, nil
 }
@@ -236,8 +290,10 @@ func (r *Runtime[T]) engineOptions(platform client.Client, tenancy engine.Tenanc
 		ProviderConfig: &providerconfig.Loader{
 			Reader: platform, Name: r.decl.name, New: r.decl.newProviderConfig,
 		},
-		Reconciler: r.decl.reconciler,
-		Tenancy:    tenancy,
+		Reconciler:  r.decl.reconciler,
+		Tenancy:     tenancy,
+		Provider:    r.decl.name,
+		EventSource: eventSource(r.decl.name),
 	}
 	if r.decl.workload {
 		eopts.Workload = workload.NewOrderer(platform, workload.Options{

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,6 +17,11 @@ type Access struct {
 	// Kubeconfig is the raw kubeconfig, for embedding into child resources (a worker's
 	// Secret). Never log it.
 	Kubeconfig []byte
+	// RenewAt is when the credential behind Kubeconfig is due for renewal (80 % of its
+	// lifetime); zero when it does not expire or the expiry is unknown. The runtime
+	// calls the provider again soon after it, so that a worker's copy of Kubeconfig is
+	// replaced before the old credential expires.
+	RenewAt time.Time
 }
 
 // String never prints credentials.

@@ -28,7 +28,8 @@ type Identity struct {
 	// Mode the tenant is served in.
 	Mode Mode
 	// Namespace and Name of the tenant's ControlPlane in standard mode (the Service object
-	// is named like it); empty Namespace in kcp mode.
+	// is named like it); empty Namespace in kcp mode; the Service object's namespace in
+	// platform mode (empty for a cluster-scoped Service API).
 	Namespace string
 	// Name is the ControlPlane name in standard mode, the logical cluster name in kcp
 	// mode, and the Service object's name in platform mode.
@@ -45,6 +46,15 @@ func KCPIdentity(logicalCluster string) Identity {
 	return Identity{Mode: ModeKCP, Name: logicalCluster}
 }
 
+// PlatformIdentity is the identity of a Service object on the platform cluster (a
+// service provider run as a platform service), by the object's namespace and name.
+// The platform cluster is the one end-user cluster of that mode and serves one object at
+// a time, so the object is the tenant: names derived from it are stable for the object's
+// life, survive backup/restore (no UIDs), and a successor object gets fresh ones.
+func PlatformIdentity(namespace, name string) Identity {
+	return Identity{Mode: ModePlatform, Namespace: namespace, Name: name}
+}
+
 // String is what status and logs show: "namespace/name" or the logical cluster name.
 func (i Identity) String() string {
 	if i.Namespace == "" {
@@ -59,12 +69,16 @@ func (i Identity) IsZero() bool { return i.Name == "" }
 // UUID is the SHAKE128-based UUIDv8 of the identity (the namespace ADR's scheme).
 // Standard mode hashes "namespace/name" exactly as openMCP does for the ControlPlane,
 // kcp mode hashes "kcp:<logical cluster>" so that a workspace can never collide with a
-// ControlPlane.
+// ControlPlane; platform mode hashes "platform:<namespace>/<name>" (":" cannot occur in a
+// Kubernetes namespace, so neither mode can collide with a ControlPlane, nor with each
+// other).
 func (i Identity) UUID() string {
 	var parts []string
 	switch i.Mode {
 	case ModeStandard:
 		parts = []string{i.Namespace, i.Name}
+	case ModePlatform:
+		parts = []string{string(ModePlatform) + ":" + i.Namespace + "/" + i.Name}
 	default:
 		parts = []string{string(i.Mode) + ":" + i.Name}
 	}

@@ -45,6 +45,36 @@ func TestKCPIdentityNames(t *testing.T) {
 	}
 }
 
+func TestPlatformIdentityNames(t *testing.T) {
+	id := cluster.PlatformIdentity("openmcp-system", "eso")
+	// SHAKE128("platform:openmcp-system/eso") as UUIDv8, computed independently (Python
+	// hashlib.shake_128 with the version and variant bits set): a change here renames
+	// every platform-service tenant namespace, so it must be deliberate.
+	if got, want := id.TenantNamespace(), "platform--86434211-0a59-8905-8a2e-7f6199f9165b"; got != want {
+		t.Fatalf("TenantNamespace() = %q, want %q", got, want)
+	}
+	if id.String() != "openmcp-system/eso" {
+		t.Fatalf("String() = %q", id.String())
+	}
+	// The namespace is part of the identity: same name, other namespace, other tenant;
+	// a cluster-scoped Service object (no namespace) is a third one.
+	other := cluster.PlatformIdentity("other", "eso")
+	clusterScoped := cluster.PlatformIdentity("", "eso")
+	if id.UUID() == other.UUID() || id.UUID() == clusterScoped.UUID() || other.UUID() == clusterScoped.UUID() {
+		t.Fatal("platform identities collide across namespaces")
+	}
+	// Never the namespace of a ControlPlane or a workspace spelling the same text.
+	for _, foreign := range []cluster.Identity{
+		cluster.StandardIdentity("openmcp-system", "eso"),
+		cluster.KCPIdentity("eso"),
+		cluster.KCPIdentity("openmcp-system/eso"),
+	} {
+		if foreign.TenantNamespace() == id.TenantNamespace() {
+			t.Fatalf("platform identity collides with %+v", foreign)
+		}
+	}
+}
+
 func TestAccessorsOutsideRuntimeAreZero(t *testing.T) {
 	ctx := context.Background()
 	if cluster.WorkloadFromCtx(ctx) != nil || cluster.MCPFromCtx(ctx) != nil || cluster.MCPKubeconfigFromCtx(ctx) != nil {

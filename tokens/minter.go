@@ -64,6 +64,10 @@ type Options struct {
 	PropagationTimeout time.Duration
 	// Clock is the time source for token renewal; tests set a fake one.
 	Clock clock.PassiveClock
+	// Observe, if set, is told the outcome of every TokenRequest the Minter makes
+	// (after its retries): renewal is false for a workspace's first token and true
+	// when a cached one is replaced. For metrics; it must not block.
+	Observe func(renewal bool, err error)
 }
 
 // Minter provisions tenant workspaces with a workload ServiceAccount and the RBAC the
@@ -283,6 +287,9 @@ func (m *Minter) ensure(ctx context.Context, ws client.Client, cluster logicalcl
 		return entry.cred.clone(), nil
 	}
 	cred, err := m.mint(ctx, cluster, wrote)
+	if m.opts.Observe != nil {
+		m.opts.Observe(ok, err)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -154,6 +154,9 @@ func (t *Tenancy[T]) EndUser(ctx context.Context, tg engine.Target[T]) (*cluster
 	if err != nil {
 		return nil, fmt.Errorf("workspace credential: %w", err)
 	}
+	// The Minter renews the token at this point on the next Ensure; the engine comes
+	// back by then so the worker's kubeconfig is replaced in time.
+	a.RenewAt = cred.RenewAt
 	t.clients[lc] = cachedClient{token: cred.Token, access: a}
 	return a, nil
 }

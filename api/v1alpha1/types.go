@@ -68,7 +68,9 @@ type KCP struct {
 	// ProviderWorkspace is the path of the kcp workspace that holds the provider's
 	// APIExport, e.g. root:my-org:services.
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(:[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(:[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="providerWorkspace must be a kcp workspace path such as root:my-org:services: colon-separated names of lowercase letters, digits and '-', each starting and ending with a letter or digit"
+	// +kubebuilder:validation:XValidation:rule="self.split(':').all(s, size(s) <= 63)",message="providerWorkspace: each workspace name in the path must be at most 63 characters"
 	ProviderWorkspace string `json:"providerWorkspace"`
 
 	// KubeconfigSecret holds the kubeconfig of the runtime's kcp identity.
@@ -79,12 +81,18 @@ type KCP struct {
 type SecretReference struct {
 	// Name of the Secret.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="kubeconfigSecret.name must be a Secret name: lowercase letters, digits, '-' and '.'"
 	Name string `json:"name"`
 	// Namespace of the Secret.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="kubeconfigSecret.namespace must be a namespace name: lowercase letters, digits and '-', at most 63 characters"
 	Namespace string `json:"namespace"`
 	// Key in the Secret's data holding the kubeconfig.
 	// +kubebuilder:default=kubeconfig
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$')",message="kubeconfigSecret.key must be a Secret data key: letters, digits, '-', '_' and '.'"
 	// +optional
 	Key string `json:"key,omitempty"`
 }

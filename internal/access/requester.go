@@ -3,9 +3,11 @@ package access
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/openmcp-project/controller-utils/pkg/clusteraccess"
 	"github.com/openmcp-project/controller-utils/pkg/logging"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	"github.com/openmcp-project/openmcp-operator/lib/clusteraccess/advanced"
@@ -188,10 +190,24 @@ func (r *Requester) fromAccessRequest(ctx context.Context, ar *clustersv1alpha1.
 	if err != nil {
 		return nil, fmt.Errorf("access Secret %s/%s: %w", s.Namespace, s.Name, err)
 	}
+	a.RenewAt = RenewAt(s.Data)
 	r.mu.Lock()
 	r.cache[ar.UID] = cachedAccess{resourceVersion: s.ResourceVersion, access: a}
 	r.mu.Unlock()
 	return a, nil
+}
+
+// RenewAt is when the platform renews the token of an access Secret: 80 % of the
+// lifetime between the Secret's creationTimestamp and expirationTimestamp keys (Unix
+// seconds, as openMCP's AccessRequest controller writes them). Zero when either key is
+// missing or malformed: such a credential is treated as not expiring.
+func RenewAt(data map[string][]byte) time.Time {
+	created, err1 := strconv.ParseInt(string(data[clustersv1alpha1.SecretKeyCreationTimestamp]), 10, 64)
+	expires, err2 := strconv.ParseInt(string(data[clustersv1alpha1.SecretKeyExpirationTimestamp]), 10, 64)
+	if err1 != nil || err2 != nil || expires <= created || created <= 0 {
+		return time.Time{}
+	}
+	return clusteraccess.ComputeTokenRenewalTime(time.Unix(created, 0), time.Unix(expires, 0))
 }
 
 // FromKubeconfig builds an Access from raw kubeconfig bytes.

@@ -11,4 +11,9 @@
 // end-user and workload access, calls the provider, and writes the status when it
 // changed. Deletion runs the same resolution, calls Delete, releases workload access,
 // then end-user access, then removes the finalizer.
+//
+// Every reconcile is observed once, at its end (observe.go): metrics from its result
+// and duration, and events on the object for what changed between the status it read
+// and the status it wrote. Deriving both from before/after keeps the reconcile code
+// free of reporting and emits events only on transitions.
 package engine

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -38,9 +37,12 @@ type Options[T provider.Object] struct {
 	// Tenancy is the mode.
 	Tenancy Tenancy[T]
 	// Workload orders workload clusters; nil when the provider runs no workers there.
-	Workload *access.Requester
-	// Recorder emits events on Service objects; may be nil.
-	Recorder func(clusterName string) record.EventRecorder
+	Workload WorkloadAccess
+	// Provider is the provider's name: the `provider` label of the runtime's metrics.
+	Provider string
+	// EventSource is the reporting controller of the events the engine records on
+	// Service objects (on transitions, see observe.go); empty records none.
+	EventSource string
 	// ProgressInterval is how soon an object in progress is looked at again when the
 	// provider names no interval. Default 5s.
 	ProgressInterval time.Duration
@@ -62,6 +64,14 @@ func New[T provider.Object](opts Options[T], clusters *clusterSet) *Engine[T] {
 
 // Reconcile implements the multicluster reconciler.
 func (e *Engine[T]) Reconcile(ctx context.Context, req mcreconcile.Request) (reconcile.Result, error) {
+	o := e.begin()
+	res, err := e.reconcile(ctx, req, o)
+	e.end(ctx, o, err)
+	return res, err
+}
+
+// reconcile is one reconcile; it tells o what it read, for metrics and events.
+func (e *Engine[T]) reconcile(ctx context.Context, req mcreconcile.Request, o *observation[T]) (reconcile.Result, error) {
 	cl, ok := e.clusters.Get(string(req.ClusterName))
 	if !ok {
 		// The workspace unbound or disappeared after the request was queued; its
@@ -76,8 +86,13 @@ func (e *Engine[T]) Reconcile(ctx context.Context, req mcreconcile.Request) (rec
 		return reconcile.Result{}, fmt.Errorf("reading %s: %w", req.NamespacedName, err)
 	}
 	t := e.opts.Tenancy.Target(string(req.ClusterName), cl, obj)
-	logger := log.FromContext(ctx).WithValues("mode", e.opts.Tenancy.Mode(), "workspace", req.ClusterName,
-		"object", req.NamespacedName.String(), "identity", t.Identity.String())
+	o.saw(t, e.opts.Finalizer)
+	// The controller's logger already carries mode, workspace, object and the
+	// identity derived from the request (see logConstructor).
+	logger := log.FromContext(ctx)
+	if id := t.Identity.String(); id != e.requestIdentity(req) {
+		logger = logger.WithValues("servedIdentity", id)
+	}
 	ctx = log.IntoContext(ctx, logger)
 
 	switch obj.GetAnnotations()[openmcpconst.OperationAnnotation] {
@@ -101,6 +116,7 @@ func (e *Engine[T]) Reconcile(ctx context.Context, req mcreconcile.Request) (rec
 	st.Identity = t.Identity.String()
 
 	pc, pcErr := e.opts.ProviderConfig.Load(ctx)
+	o.loaded(pc, pcErr)
 	if !obj.GetDeletionTimestamp().IsZero() {
 		res, err := e.delete(ctx, t, pc, pcErr)
 		return w.finish(ctx, res, err)
@@ -148,7 +164,10 @@ func (e *Engine[T]) createOrUpdate(ctx context.Context, t Target[T], pc provider
 		msg = "service is installed"
 	}
 	setReady(st, obj.GetGeneration(), metav1.ConditionTrue, v1alpha1.ReasonReady, msg, v1alpha1.PhaseReady)
-	return reconcile.Result{RequeueAfter: orDefault(res.RequeueAfter, providerconfig.PollInterval(pc))}, nil
+	// Come back before any credential handed to the provider is renewed, whatever the
+	// poll interval: the provider must pass the new kubeconfig to its workers.
+	next := untilRenewal(orDefault(res.RequeueAfter, providerconfig.PollInterval(pc)), e.opts.ProgressInterval, time.Now(), tenant)
+	return reconcile.Result{RequeueAfter: next}, nil
 }
 
 // delete runs the deletion sequence: provider Delete, workload access, end-user
@@ -277,6 +296,10 @@ func orDefault(d, def time.Duration) time.Duration {
 // errGone tells the writer the object is gone (finalizer removed): nothing to write.
 var errGone = errors.New("object released")
 
+// errWritingStatus marks a failed status write: the transitions it carried were not
+// recorded, so no event is emitted for them (the next reconcile sees them again).
+var errWritingStatus = errors.New("writing status")
+
 // writer patches the status once, at the end of a reconcile, and only when it changed.
 type writer[T provider.Object] struct {
 	client client.Client
@@ -293,7 +316,7 @@ func (w *writer[T]) finish(ctx context.Context, res reconcile.Result, err error)
 		base := w.obj.DeepCopyObject().(T)
 		*base.GetServiceStatus() = *w.base
 		if perr := w.client.Status().Patch(ctx, w.obj, client.MergeFrom(base)); perr != nil && !apierrors.IsNotFound(perr) {
-			return reconcile.Result{}, errors.Join(err, fmt.Errorf("writing status: %w", perr))
+			return reconcile.Result{}, errors.Join(err, fmt.Errorf("%w: %w", errWritingStatus, perr))
 		}
 	}
 	return res, err

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
 	mchandler "sigs.k8s.io/multicluster-runtime/pkg/handler"
@@ -50,6 +51,10 @@ func Register[T provider.Object](mgr mcmanager.Manager, opts Options[T], s Setup
 		return nil, err
 	}
 	e := New(opts, set)
+	// The state gauges come from the leader only: the runnable needs leader election.
+	if err := mgr.GetLocalManager().Add(manager.RunnableFunc(e.publish)); err != nil {
+		return nil, err
+	}
 
 	local := []mcbuilder.WatchesOption{mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false)}
 	fanOut := mapAll(func(ctx context.Context, _ client.Object) []mcreconcile.Request { return set.List(ctx, "") })
@@ -69,7 +74,8 @@ func Register[T provider.Object](mgr mcmanager.Manager, opts Options[T], s Setup
 		// Grants, denials and renewals of the tenant's requests bring it back at once.
 		Watches(&clustersv1alpha1.AccessRequest{}, toTenant, append(local, mcbuilder.WithPredicates(ours))...).
 		Watches(&clustersv1alpha1.ClusterRequest{}, toTenant, append(local, mcbuilder.WithPredicates(ours))...).
-		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: s.MaxConcurrentReconciles, SkipNameValidation: ptr.To(s.Restartable)})
+		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: s.MaxConcurrentReconciles, SkipNameValidation: ptr.To(s.Restartable),
+			LogConstructor: e.logConstructor(mgr.GetLogger().WithValues("controller", s.Name))})
 	if s.Singleton {
 		b = b.Watches(opts.NewObject(), func(name multicluster.ClusterName, _ ctrlcluster.Cluster) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
 			return handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []mcreconcile.Request {

@@ -48,6 +48,22 @@ type Tenancy[T provider.Object] interface {
 	RequestsFor(ctx context.Context, labels map[string]string, clusters ClusterLister) []mcreconcile.Request
 }
 
+// WorkloadAccess is how a mode reaches a tenant's workload cluster. The usual one is an
+// *access.Requester ordering a shared workload cluster from the platform; platform-service
+// mode grants the platform cluster itself.
+type WorkloadAccess interface {
+	// Ensure orders the access if needed and returns it once usable, or an
+	// *access.WaitingError.
+	Ensure(ctx context.Context, key access.Key) (*cluster.Access, error)
+	// Lookup returns the access if it exists, without ordering it (used while
+	// deleting); nil when there is none.
+	Lookup(ctx context.Context, key access.Key) (*cluster.Access, error)
+	// Release removes the access; false while still in progress.
+	Release(ctx context.Context, key access.Key) (bool, error)
+}
+
+var _ WorkloadAccess = &access.Requester{}
+
 // ClusterLister lists the objects of the engine's type in the engaged clusters.
 type ClusterLister interface {
 	// List returns requests for every object in the named cluster, or in every engaged

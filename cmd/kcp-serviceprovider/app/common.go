@@ -1,0 +1,107 @@
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/go-logr/logr"
+	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+// Environment variables besides openMCP's POD_* ones.
+const (
+	envProviderName      = "OPENMCP_PROVIDER_NAME"
+	envPlatformNamespace = "OPENMCP_PLATFORM_CLUSTER_NAMESPACE"
+)
+
+// commonOptions are the flags every operator-started command takes.
+type commonOptions struct {
+	environment          string
+	providerName         string
+	verbosity            string
+	namespace            string
+	platformKubeconfig   string
+	onboardingKubeconfig string
+}
+
+func (o *commonOptions) addFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.environment, "environment", "", "name of the openMCP landscape, passed by the openmcp-operator; logged")
+	fs.StringVar(&o.providerName, "provider-name", envOr(envProviderName, DefaultProviderName),
+		"the ServiceProvider's name: names the ProviderConfig, the requests on the platform cluster and the leader election leases")
+	fs.StringVar(&o.verbosity, "verbosity", "INFO", "log level: DEBUG, INFO or ERROR")
+	fs.StringVar(&o.namespace, "namespace", envOr(openmcpconst.EnvVariablePodNamespace, os.Getenv(envPlatformNamespace)),
+		"the provider's namespace on the platform cluster (leases, onboarding access requests)")
+	fs.StringVar(&o.platformKubeconfig, "platform-kubeconfig", "",
+		"kubeconfig of the platform cluster; default: the in-cluster config, outside a pod $KUBECONFIG")
+	fs.StringVar(&o.onboardingKubeconfig, "onboarding-kubeconfig", "",
+		"kubeconfig of the onboarding cluster; default: access requested from the platform (a ClusterRequest with purpose onboarding and an AccessRequest), as openMCP providers do")
+}
+
+// logger sets up controller-runtime's and client-go's logging at the chosen verbosity
+// and returns the command's logger.
+func (o *commonOptions) logger(command string) (logr.Logger, error) {
+	var level zapcore.Level
+	switch strings.ToUpper(o.verbosity) {
+	case "DEBUG":
+		level = zapcore.DebugLevel
+	case "INFO":
+		level = zapcore.InfoLevel
+	case "ERROR":
+		level = zapcore.ErrorLevel
+	default:
+		return logr.Discard(), fmt.Errorf("--verbosity %q: want DEBUG, INFO or ERROR", o.verbosity)
+	}
+	l := zap.New(zap.Level(level), zap.WriteTo(os.Stderr))
+	ctrl.SetLogger(l)
+	klog.SetLogger(l.WithName("client-go"))
+	l = l.WithName(command)
+	l.Info("starting", "provider", o.providerName, "environment", o.environment,
+		"namespace", o.namespace, "pod", os.Getenv(openmcpconst.EnvVariablePodName),
+		"podIP", os.Getenv(openmcpconst.EnvVariablePodIP),
+		"serviceAccount", os.Getenv(openmcpconst.EnvVariablePodServiceAccountName))
+	return l, nil
+}
+
+func (o *commonOptions) validate() error {
+	if o.providerName == "" {
+		return errors.New("--provider-name is empty")
+	}
+	return nil
+}
+
+// platformConfig is the platform cluster: the flag's kubeconfig, the in-cluster config
+// (how the openmcp-operator runs providers), or $KUBECONFIG / ~/.kube/config.
+func (o *commonOptions) platformConfig() (*rest.Config, string, error) {
+	if o.platformKubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", o.platformKubeconfig)
+		if err != nil {
+			return nil, "", fmt.Errorf("platform kubeconfig %s: %w", o.platformKubeconfig, err)
+		}
+		return cfg, "kubeconfig " + o.platformKubeconfig, nil
+	}
+	if cfg, err := rest.InClusterConfig(); err == nil {
+		return cfg, "in-cluster config", nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("no platform cluster: not in a pod, no --platform-kubeconfig, and $KUBECONFIG does not work: %w", err)
+	}
+	return cfg, "$KUBECONFIG", nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

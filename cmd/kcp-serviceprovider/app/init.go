@@ -1,0 +1,222 @@
+package app
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/go-logr/logr"
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	providerv1alpha1 "github.com/openmcp-project/openmcp-operator/api/provider/v1alpha1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmcp-project/kcp-serviceprovider/config/crd"
+)
+
+// initOnboardingName is the local name of init's onboarding access request.
+const initOnboardingName = "onboarding-init"
+
+type initOptions struct {
+	commonOptions
+	timeout time.Duration
+}
+
+// InitCommand installs the provider's CRDs and registers its Service API.
+func InitCommand() *Command {
+	o := &initOptions{}
+	return &Command{
+		Name:  "init",
+		Short: "install the CRDs and register the Service API at the ServiceProvider",
+		Long: `Runs once per deployment, as the openmcp-operator's init Job. Installs (or updates) the
+provider's CRDs, each on the cluster its openmcp.cloud/cluster label names: the Service API
+(Echo) on the onboarding cluster, the ProviderConfig on the platform cluster. Then adds the
+Service API's group/version/kind to status.resources of the ServiceProvider named
+--provider-name, so that the openmcp-operator deletes a ControlPlane's Echo with the
+ControlPlane. The kcp side needs no init: run provisions the APIExport itself.`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, io.Writer) error {
+			o.addFlags(fs)
+			fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long to wait for the onboarding access and for the CRDs to be served")
+			return o.run
+		},
+	}
+}
+
+func platformScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, clustersv1alpha1.AddToScheme, providerv1alpha1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
+	log, err := o.logger("init")
+	if err != nil {
+		return err
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+
+	platformCfg, how, err := o.platformConfig()
+	if err != nil {
+		return err
+	}
+	log.Info("platform cluster", "from", how, "host", platformCfg.Host)
+	scheme, err := platformScheme()
+	if err != nil {
+		return err
+	}
+	platform, err := client.New(platformCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("platform client: %w", err)
+	}
+
+	var onboardingCfg *rest.Config
+	if o.onboardingKubeconfig != "" {
+		if onboardingCfg, err = clientcmd.BuildConfigFromFlags("", o.onboardingKubeconfig); err != nil {
+			return fmt.Errorf("onboarding kubeconfig %s: %w", o.onboardingKubeconfig, err)
+		}
+	} else {
+		access, err := requestOnboardingAccess(ctx, log, platform, o.providerName, o.namespace, initOnboardingName, onboardingInitPermissions(), o.timeout)
+		if err != nil {
+			return err
+		}
+		onboardingCfg = access.Config
+		defer func() {
+			// Installing CRDs is init's business only: drop the right with the Job.
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer rcancel()
+			if err := releaseAccess(rctx, platform, o.providerName, o.namespace, initOnboardingName); err != nil {
+				log.Error(err, "releasing init's onboarding access")
+			}
+		}()
+	}
+	onboarding, err := client.New(onboardingCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("onboarding client: %w", err)
+	}
+
+	crds, err := providerCRDs()
+	if err != nil {
+		return err
+	}
+	clusters := map[string]client.Client{clustersv1alpha1.PURPOSE_PLATFORM: platform, clustersv1alpha1.PURPOSE_ONBOARDING: onboarding}
+	for _, c := range crds {
+		purpose := c.Labels[crd.ClusterLabel]
+		target, ok := clusters[purpose]
+		if !ok {
+			return fmt.Errorf("CRD %s: label %s=%q names no cluster init knows", c.Name, crd.ClusterLabel, purpose)
+		}
+		if err := installCRD(ctx, target, c); err != nil {
+			return fmt.Errorf("installing CRD %s on the %s cluster: %w", c.Name, purpose, err)
+		}
+		log.Info("CRD installed", "crd", c.Name, "cluster", purpose)
+	}
+
+	gvk := metav1.GroupVersionKind{Group: serviceGVK.Group, Version: serviceGVK.Version, Kind: serviceGVK.Kind}
+	if err := registerGVK(ctx, log, platform, o.providerName, gvk); err != nil {
+		return err
+	}
+	log.Info("init done")
+	return nil
+}
+
+// installCRD creates want or updates the installed CRD to it, and waits until it is
+// established.
+func installCRD(ctx context.Context, c client.Client, want *apiextensionsv1.CustomResourceDefinition) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		have := &apiextensionsv1.CustomResourceDefinition{}
+		err := c.Get(ctx, client.ObjectKeyFromObject(want), have)
+		if apierrors.IsNotFound(err) {
+			return c.Create(ctx, want.DeepCopy())
+		}
+		if err != nil {
+			return err
+		}
+		have.Spec = want.Spec
+		if have.Labels == nil {
+			have.Labels = map[string]string{}
+		}
+		for k, v := range want.Labels {
+			have.Labels[k] = v
+		}
+		if have.Annotations == nil {
+			have.Annotations = map[string]string{}
+		}
+		for k, v := range want.Annotations {
+			have.Annotations[k] = v
+		}
+		return c.Update(ctx, have)
+	})
+	if err != nil {
+		return err
+	}
+	var last string
+	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		have := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(want), have); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		for _, cond := range have.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		last = "not established yet"
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting until it is served (%s): %w", last, err)
+	}
+	return nil
+}
+
+// registerGVK adds gvk to the ServiceProvider's status.resources: for each registered
+// kind, the openmcp-operator deletes the object named like a ControlPlane when the
+// ControlPlane goes. The status is updated with optimistic locking, so the operator's
+// own status writes are never lost.
+func registerGVK(ctx context.Context, log logr.Logger, platform client.Client, name string, gvk metav1.GroupVersionKind) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sp := &providerv1alpha1.ServiceProvider{}
+		if err := platform.Get(ctx, client.ObjectKey{Name: name}, sp); err != nil {
+			if apierrors.IsNotFound(err) {
+				return fmt.Errorf("ServiceProvider %q not found on the platform cluster: init runs as its init Job, or after it was created (see config/deploy/serviceprovider)", name)
+			}
+			return err
+		}
+		if slices.Contains(sp.Status.Resources, gvk) {
+			log.Info("Service API already registered at the ServiceProvider", "gvk", gvk)
+			return nil
+		}
+		sp.Status.Resources = append(sp.Status.Resources, gvk)
+		if err := platform.Status().Update(ctx, sp); err != nil {
+			return err
+		}
+		log.Info("Service API registered at the ServiceProvider", "gvk", gvk)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("registering %s/%s %s at ServiceProvider %q: %w", gvk.Group, gvk.Version, gvk.Kind, name, err)
+	}
+	return nil
+}

@@ -1,0 +1,130 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmcp-project/kcp-serviceprovider/builder"
+)
+
+// runOnboardingName is the local name of run's onboarding access request.
+const runOnboardingName = "onboarding-run"
+
+type runOptions struct {
+	commonOptions
+	leaderElect             bool
+	metricsBindAddress      string
+	metricsSecure           bool
+	healthProbeBindAddress  string
+	standardMode            bool
+	retryInterval           time.Duration
+	maxConcurrentReconciles int
+	clientQPS               float64
+	clientBurst             int
+	accessTimeout           time.Duration
+}
+
+// RunCommand runs the provider until it is stopped.
+func RunCommand() *Command {
+	o := &runOptions{}
+	return &Command{
+		Name:  "run",
+		Short: "run the provider in standard mode and, while spec.kcp is set, kcp mode",
+		Long: `Runs the provider until SIGTERM or SIGINT, as the openmcp-operator's Deployment.
+
+Standard mode serves Echo objects on the onboarding cluster (unless --standard-mode=false).
+kcp mode serves Echo objects in kcp workspaces bound to the provider's APIExport; it runs
+while the ProviderConfig (named --provider-name, on the platform cluster) has spec.kcp, and
+starts, restarts and stops with it, without a restart of the process. Each mode has its
+own manager and leader election lease in --namespace.`,
+		Flags: func(fs *flag.FlagSet) func(context.Context, io.Writer) error {
+			o.addFlags(fs)
+			fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader per mode among the replicas (leases in --namespace); the openmcp-operator sets it for more than one replica")
+			fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", "0", "address of the Prometheus metrics endpoint, e.g. :8080; 0 turns it off")
+			fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "serve metrics over HTTPS with authentication; not supported yet (the openmcp-operator passes false)")
+			fs.StringVar(&o.healthProbeBindAddress, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 turns them off")
+			fs.BoolVar(&o.standardMode, "standard-mode", true, "serve the onboarding cluster; false runs kcp mode only")
+			fs.DurationVar(&o.retryInterval, "retry-interval", 10*time.Second, "how often pending access requests are looked at again (grants also arrive through watches)")
+			fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 8, "parallel reconciles per mode")
+			fs.Float64Var(&o.clientQPS, "client-qps", 50, "queries per second of each client the runtime creates")
+			fs.IntVar(&o.clientBurst, "client-burst", 100, "burst of each client the runtime creates")
+			fs.DurationVar(&o.accessTimeout, "onboarding-access-timeout", 5*time.Minute, "how long to wait for the platform to grant onboarding access at start-up")
+			return o.run
+		},
+	}
+}
+
+func (o *runOptions) run(ctx context.Context, _ io.Writer) error {
+	log, err := o.logger("run")
+	if err != nil {
+		return err
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if o.metricsSecure {
+		return errors.New("--metrics-secure=true is not supported yet: serve metrics over HTTP (--metrics-secure=false) behind a network policy")
+	}
+	if o.leaderElect && o.namespace == "" {
+		return errors.New("--leader-elect needs the provider's namespace (--namespace or POD_NAMESPACE) for its leases")
+	}
+	platformCfg, how, err := o.platformConfig()
+	if err != nil {
+		return err
+	}
+	log.Info("platform cluster", "from", how, "host", platformCfg.Host)
+
+	var onboardingCfg *rest.Config
+	switch {
+	case !o.standardMode:
+		log.Info("standard mode off: serving kcp workspaces only")
+	case o.onboardingKubeconfig != "":
+		if onboardingCfg, err = clientcmd.BuildConfigFromFlags("", o.onboardingKubeconfig); err != nil {
+			return fmt.Errorf("onboarding kubeconfig %s: %w", o.onboardingKubeconfig, err)
+		}
+	default:
+		scheme, err := platformScheme()
+		if err != nil {
+			return err
+		}
+		platform, err := client.New(platformCfg, client.Options{Scheme: scheme})
+		if err != nil {
+			return fmt.Errorf("platform client: %w", err)
+		}
+		access, err := requestOnboardingAccess(ctx, log, platform, o.providerName, o.namespace, runOnboardingName, onboardingRunPermissions(), o.accessTimeout)
+		if err != nil {
+			return err
+		}
+		onboardingCfg = access.Config
+	}
+
+	rt, err := newRunner(o.providerName)
+	if err != nil {
+		return err
+	}
+	err = rt.Start(ctx, builder.Options{
+		Platform:                platformCfg,
+		Onboarding:              onboardingCfg,
+		Namespace:               o.namespace,
+		LeaderElection:          o.leaderElect,
+		MetricsBindAddress:      o.metricsBindAddress,
+		HealthProbeBindAddress:  o.healthProbeBindAddress,
+		RetryInterval:           o.retryInterval,
+		MaxConcurrentReconciles: o.maxConcurrentReconciles,
+		ClientQPS:               float32(o.clientQPS),
+		ClientBurst:             o.clientBurst,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,104 @@
+package echo_test
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/openmcp-project/kcp-serviceprovider/examples/echo"
+	"github.com/openmcp-project/kcp-serviceprovider/examples/echo/api/v1alpha1"
+)
+
+// The worker Deployment is the provider's contract with the workload cluster: what a
+// tenant asked for must end up in it, and nothing that widens the worker's reach.
+func TestWorkerDeployment(t *testing.T) {
+	e := &v1alpha1.Echo{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "demo"},
+		Spec:       v1alpha1.EchoSpec{Version: "v2", Message: "hello there"},
+	}
+	version := v1alpha1.WorkerVersion{Name: "v2", Image: "example.org/echo:v2", Replicas: ptr.To[int32](2),
+		Env: []v1alpha1.EnvVar{{Name: "LOG_LEVEL", Value: "debug"}}}
+	ac := echo.WorkerDeployment("kcp--abc", "2x7c3tenant", e, version)
+
+	// Round-trip through JSON into the typed object, as the API server would see it.
+	raw, err := json.Marshal(ac)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &appsv1.Deployment{}
+	if err := json.Unmarshal(raw, d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Namespace != "kcp--abc" || d.Name != echo.WorkerName {
+		t.Errorf("deployment %s/%s", d.Namespace, d.Name)
+	}
+	if got := d.Annotations[echo.IdentityAnnotation]; got != "2x7c3tenant" {
+		t.Errorf("identity annotation %q", got)
+	}
+	if *d.Spec.Replicas != 2 {
+		t.Errorf("replicas %d", *d.Spec.Replicas)
+	}
+	if _, ok := d.Spec.Selector.MatchLabels["app.kubernetes.io/version"]; ok {
+		t.Error("the selector holds the version: an upgrade would need a new Deployment (selectors are immutable)")
+	}
+	pod := d.Spec.Template.Spec
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Error("the worker would get a token for the workload cluster")
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("containers %d", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	if c.Image != "example.org/echo:v2" {
+		t.Errorf("image %q", c.Image)
+	}
+	for _, want := range []string{"--message=hello there", "--echo-namespace=default", "--echo-name=demo"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("args %q lack %q", c.Args, want)
+		}
+	}
+	env := map[string]string{}
+	for _, v := range c.Env {
+		env[v.Name] = v.Value
+	}
+	if env["LOG_LEVEL"] != "debug" || !strings.HasSuffix(env["KUBECONFIG"], "/"+echo.KubeconfigKey) {
+		t.Errorf("env %v", env)
+	}
+	if len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != echo.KubeconfigSecret {
+		t.Errorf("volumes %+v", pod.Volumes)
+	}
+	if sc := c.SecurityContext; sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		t.Errorf("security context %+v", sc)
+	}
+}
+
+func TestProviderConfigVersions(t *testing.T) {
+	pc := &v1alpha1.ProviderConfig{Spec: v1alpha1.ProviderConfigSpec{Versions: []v1alpha1.WorkerVersion{
+		{Name: "v1", Image: "i:1"}, {Name: "v2", Image: "i:2"},
+	}}}
+	if err := pc.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := pc.Version(""); !ok || v.Name != "v1" {
+		t.Errorf("default version %+v %v, want the first", v, ok)
+	}
+	if v, ok := pc.Version("v2"); !ok || v.Image != "i:2" {
+		t.Errorf("v2 %+v %v", v, ok)
+	}
+	if _, ok := pc.Version("v3"); ok {
+		t.Error("an unlisted version was found")
+	}
+	pc.Spec.Versions = append(pc.Spec.Versions, v1alpha1.WorkerVersion{Name: "v1", Image: ""})
+	if err := pc.Validate(); err == nil || !strings.Contains(err.Error(), "twice") || !strings.Contains(err.Error(), "image") {
+		t.Errorf("Validate: %v", err)
+	}
+	pc.Spec.Versions = nil
+	if err := pc.Validate(); err == nil {
+		t.Error("an empty version list passed")
+	}
+}

@@ -1,0 +1,80 @@
+package echo
+
+import (
+	"fmt"
+
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
+	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/config/crd"
+	"github.com/openmcp-project/kcp-serviceprovider/examples/echo/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/workload"
+)
+
+const (
+	// DefaultName is the provider's name when the platform does not pass another:
+	// the ServiceProvider's and ProviderConfig's name, the managed-by label of every
+	// request, the prefix of leader election IDs.
+	DefaultName = "echo"
+	// ExportName is the APIExport tenants bind to in the provider workspace. Named after
+	// the API group, so exports of several providers never collide.
+	ExportName = "echo.services.open-control-plane.io"
+)
+
+// WorkloadPermissions are what CreateOrUpdate and Delete do on the workload cluster:
+// the tenant namespace, the worker's kubeconfig Secret and its Deployment (applied
+// server-side, hence patch).
+func WorkloadPermissions() workload.Permissions {
+	return workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update", "patch", "delete"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "create", "update", "patch", "delete"}},
+	}}}}
+}
+
+// MCPPermissions are what the worker's kubeconfig may do on the end-user cluster:
+// read Echo objects. In kcp mode that is the tenant's own object in its workspace and
+// nothing else; on a ControlPlane the resource is not served and the grant is inert. A
+// real service lists here what its worker manages for the tenant.
+func MCPPermissions() workload.Permissions {
+	return workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"echoes"}, Verbs: []string{"get", "list", "watch"}},
+	}}}}
+}
+
+// NewScheme returns a scheme with the Kubernetes types and the echo API.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("building the echo scheme: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// NewRuntime declares the echo provider to the runtime under the given name. It serves
+// standard mode whenever the runtime gets an onboarding cluster, and kcp mode whenever
+// the ProviderConfig has spec.kcp; the kcp schema is converted from the same generated
+// CRD init installs on the onboarding cluster.
+func NewRuntime(name string) (*builder.Runtime[*v1alpha1.Echo], error) {
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	echoCRD, err := crd.Echo()
+	if err != nil {
+		return nil, err
+	}
+	return builder.ServiceProvider[*v1alpha1.Echo](name, scheme).
+		For(&v1alpha1.Echo{}).
+		WithProviderConfig(&v1alpha1.ProviderConfig{}).
+		WorkloadCluster(true, WorkloadPermissions()).
+		MCPPermissions(MCPPermissions()).
+		KCP(apiexport.FromCRD(ExportName, echoCRD)).
+		Complete(Provider{})
+}

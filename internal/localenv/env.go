@@ -1,0 +1,201 @@
+package localenv
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// AssetsEnv names the environment variable holding the folder with kcp,
+// kube-apiserver, etcd and kubectl (what hack/test-binaries.sh prints).
+const AssetsEnv = "KSP_TEST_ASSETS"
+
+// requiredBinaries are what an Env starts or hands to the user.
+var requiredBinaries = []string{"kcp", "kube-apiserver", "etcd", "kubectl"}
+
+// Env owns every process it started and the state folder they write into.
+type Env struct {
+	// Dir is the state folder.
+	Dir string
+	// Assets is the folder holding the server binaries.
+	Assets string
+
+	thread    *pinnedThread
+	closeOnce sync.Once
+
+	mu    sync.Mutex
+	stops []stopper
+}
+
+type stopper struct {
+	name string
+	stop func() error
+}
+
+// New returns an Env writing into dir (which must exist) and starting the binaries in
+// assets.
+func New(dir, assets string) (*Env, error) {
+	if err := CheckAssets(assets); err != nil {
+		return nil, err
+	}
+	for _, sub := range []string{"logs", "kubeconfigs"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o700); err != nil {
+			return nil, fmt.Errorf("creating %s: %w", sub, err)
+		}
+	}
+	return &Env{Dir: dir, Assets: assets, thread: newPinnedThread()}, nil
+}
+
+// LogPath is the log file of a component.
+func (e *Env) LogPath(name string) string { return filepath.Join(e.Dir, "logs", name+".log") }
+
+// KubeconfigPath is where a kubeconfig of the given name is written.
+func (e *Env) KubeconfigPath(name string) string {
+	return filepath.Join(e.Dir, "kubeconfigs", name+".kubeconfig")
+}
+
+// onStop registers a stop function; Stop calls them in reverse order.
+func (e *Env) onStop(name string, stop func() error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stops = append(e.stops, stopper{name: name, stop: stop})
+}
+
+// StartProcess starts a helper process (path with args and extra environment), with
+// its output in logs/<name>.log. Stop terminates it (SIGTERM, SIGKILL after grace).
+func (e *Env) StartProcess(name, path string, args, env []string, grace time.Duration) (*Process, error) {
+	cmd := exec.Command(path, args...)
+	cmd.Dir = e.Dir
+	cmd.Env = append(os.Environ(), env...)
+	p, err := e.startProcess(name, e.LogPath(name), cmd)
+	if err != nil {
+		return nil, err
+	}
+	e.onStop(name, func() error { return p.Stop(grace) })
+	return p, nil
+}
+
+// Stop stops everything the Env started, newest first, and reports every failure.
+// Calling it again does nothing.
+func (e *Env) Stop() error {
+	e.mu.Lock()
+	stops := e.stops
+	e.stops = nil
+	e.mu.Unlock()
+	var errs []error
+	for i := len(stops) - 1; i >= 0; i-- {
+		if err := stops[i].stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stopping %s: %w", stops[i].name, err))
+		}
+	}
+	// Everything it started has stopped: the pinned thread may end.
+	e.closeOnce.Do(e.thread.close)
+	return errors.Join(errs...)
+}
+
+// CheckAssets says which binaries a folder lacks.
+func CheckAssets(dir string) error {
+	if dir == "" {
+		return errors.New("no folder with the server binaries")
+	}
+	var missing []string
+	for _, name := range requiredBinaries {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%s lacks %s", dir, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// FindAssets returns the folder with the server binaries: $KSP_TEST_ASSETS when set,
+// otherwise what hack/test-binaries.sh (under repoRoot) prints, which builds them into
+// the user's cache on first use (about 20 minutes) and answers at once afterwards.
+// The script's progress goes to progress.
+func FindAssets(ctx context.Context, repoRoot string, progress io.Writer) (string, error) {
+	if dir := os.Getenv(AssetsEnv); dir != "" {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return "", fmt.Errorf("resolving %s: %w", AssetsEnv, err)
+		}
+		return abs, CheckAssets(abs)
+	}
+	script := filepath.Join(repoRoot, "hack", "test-binaries.sh")
+	if _, err := os.Stat(script); err != nil {
+		return "", fmt.Errorf("%s is not set and %s is missing: run from the repository root or set %s", AssetsEnv, script, AssetsEnv)
+	}
+	cmd := exec.CommandContext(ctx, script)
+	cmd.Dir = repoRoot
+	cmd.Stderr = progress
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("running %s: %w", script, err)
+	}
+	var dir string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), AssetsEnv+"="); ok {
+			dir = v
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return "", fmt.Errorf("%s failed: %w", script, err)
+	}
+	if dir == "" {
+		return "", fmt.Errorf("%s did not print %s=<dir>", script, AssetsEnv)
+	}
+	return dir, CheckAssets(dir)
+}
+
+// FreePorts returns n distinct ports that were free on 127.0.0.1 a moment ago.
+func FreePorts(n int) ([]int, error) {
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("finding a free port: %w", err)
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// LogTail returns the last lines of a log file, for error messages.
+func LogTail(path string, lines int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}

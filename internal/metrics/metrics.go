@@ -1,0 +1,162 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Namespace prefixes every metric of the runtime.
+const Namespace = "serviceprovider"
+
+// Results of a reconcile (label `result` of ReconcilesTotal).
+const (
+	// ResultReady: the provider finished; the object is Ready.
+	ResultReady = "ready"
+	// ResultProgressing: the provider (installing or deleting) is not done yet.
+	ResultProgressing = "progressing"
+	// ResultWaiting: the object waits for something outside the provider: access,
+	// a ProviderConfig, the singleton rule, a permission claim.
+	ResultWaiting = "waiting"
+	// ResultError: the reconcile failed and is retried with backoff.
+	ResultError = "error"
+	// ResultReleased: deletion finished and the finalizer was removed.
+	ResultReleased = "released"
+	// ResultIgnored: the operation annotation says ignore.
+	ResultIgnored = "ignored"
+	// ResultSkipped: the object or its workspace was gone by the time of the reconcile.
+	ResultSkipped = "skipped"
+)
+
+// Kinds of cluster access (label `cluster`).
+const (
+	// ClusterEndUser is the tenant's end-user cluster (MCP, or kcp workspace).
+	ClusterEndUser = "enduser"
+	// ClusterWorkload is the shared workload cluster.
+	ClusterWorkload = "workload"
+)
+
+var (
+	// ReconcilesTotal counts reconciles of Service objects by mode and result.
+	ReconcilesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "engine", Name: "reconciles_total",
+		Help: "Reconciles of Service objects, by mode and result (ready, progressing, waiting, error, released, ignored, skipped).",
+	}, []string{"provider", "mode", "result"})
+
+	// ReconcileDuration is how long a reconcile of a Service object took.
+	ReconcileDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Subsystem: "engine", Name: "reconcile_duration_seconds",
+		Help:    "Duration of reconciles of Service objects, including access resolution, the provider call and the status write.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+	}, []string{"provider", "mode"})
+
+	// EventsTotal counts the events emitted on Service objects.
+	EventsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "engine", Name: "events_total",
+		Help: "Events emitted on Service objects (on transitions only), by type and reason.",
+	}, []string{"provider", "mode", "type", "reason"})
+
+	// SingletonConflictsTotal counts objects rejected because their workspace already
+	// has an active one.
+	SingletonConflictsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "engine", Name: "singleton_conflicts_total",
+		Help: "Service objects rejected because their workspace already has an active one (counted when an object enters that state).",
+	}, []string{"provider", "mode"})
+
+	// AccessGrantDuration is the time from the first reconcile that waited for an
+	// access to the reconcile that found it granted.
+	AccessGrantDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace, Subsystem: "access", Name: "grant_duration_seconds",
+		Help:    "Time from requesting cluster access (the object started waiting for it) to finding it granted, by cluster kind.",
+		Buckets: []float64{1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600},
+	}, []string{"provider", "mode", "cluster"})
+
+	// ProviderConfigGeneration is the metadata.generation of the ProviderConfig the
+	// last reconcile used.
+	ProviderConfigGeneration = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Subsystem: "providerconfig", Name: "generation",
+		Help: "metadata.generation of the ProviderConfig the last reconcile of each mode loaded.",
+	}, []string{"provider", "mode"})
+
+	// ProviderConfigValid says whether the last reconcile found the ProviderConfig
+	// present and valid.
+	ProviderConfigValid = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Subsystem: "providerconfig", Name: "valid",
+		Help: "1 when the last reconcile of each mode found the ProviderConfig present and valid, else 0.",
+	}, []string{"provider", "mode"})
+
+	// TokenRequestsTotal counts TokenRequests for workload ServiceAccounts in tenant
+	// workspaces.
+	TokenRequestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "kcp", Name: "token_requests_total",
+		Help: "TokenRequests for the workload ServiceAccount of tenant workspaces, by kind (new: the workspace had no token; renewal: the cached one reached 80 % of its lifetime or its account changed) and result.",
+	}, []string{"provider", "kind", "result"})
+
+	// RuntimeTokenRefreshesTotal counts refreshes of the runtime's own direct-call
+	// token in its provider workspace.
+	RuntimeTokenRefreshesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "kcp", Name: "runtime_token_refreshes_total",
+		Help: "Refreshes of the runtime's own direct-call token (a token of its ServiceAccount in the provider workspace), by result.",
+	}, []string{"provider", "result"})
+
+	// RuntimeTokenExpiry is when the runtime's current direct-call token expires.
+	RuntimeTokenExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Subsystem: "kcp", Name: "runtime_token_expiry_timestamp_seconds",
+		Help: "Unix time at which the runtime's current direct-call token expires.",
+	}, []string{"provider"})
+
+	// APIExportProvisionsTotal counts provisioning runs of the APIExport.
+	APIExportProvisionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "kcp", Name: "apiexport_provisions_total",
+		Help: "Provisioning runs of the provider's APIResourceSchemas and APIExport (one per kcp mode start), by result.",
+	}, []string{"provider", "result"})
+)
+
+// Label values of results.
+const (
+	success = "success"
+	failure = "error"
+)
+
+func resultOf(err error) string {
+	if err != nil {
+		return failure
+	}
+	return success
+}
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(
+		ReconcilesTotal, ReconcileDuration, EventsTotal, SingletonConflictsTotal,
+		AccessGrantDuration, ProviderConfigGeneration, ProviderConfigValid,
+		TokenRequestsTotal, RuntimeTokenRefreshesTotal, RuntimeTokenExpiry,
+		APIExportProvisionsTotal, state,
+	)
+}
+
+// TokenObserver returns the tokens.Options.Observe hook of a provider: it counts
+// TokenRequests by kind and result.
+func TokenObserver(provider string) func(renewal bool, err error) {
+	return func(renewal bool, err error) {
+		kind := "new"
+		if renewal {
+			kind = "renewal"
+		}
+		TokenRequestsTotal.WithLabelValues(provider, kind, resultOf(err)).Inc()
+	}
+}
+
+// RuntimeTokenRefreshed records a refresh of the runtime's own token; expires is
+// ignored on failure.
+func RuntimeTokenRefreshed(provider string, expires time.Time, err error) {
+	RuntimeTokenRefreshesTotal.WithLabelValues(provider, resultOf(err)).Inc()
+	if err == nil {
+		RuntimeTokenExpiry.WithLabelValues(provider).Set(float64(expires.Unix()))
+	}
+}
+
+// APIExportProvisioned records a provisioning run.
+func APIExportProvisioned(provider string, err error) {
+	APIExportProvisionsTotal.WithLabelValues(provider, resultOf(err)).Inc()
+}

@@ -1,0 +1,118 @@
+package platformservice
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+	"sigs.k8s.io/multicluster-runtime/providers/single"
+
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
+	"github.com/openmcp-project/kcp-serviceprovider/provider"
+	"github.com/openmcp-project/kcp-serviceprovider/workspaces"
+)
+
+// ClusterName is the platform cluster's name in the multicluster manager.
+const ClusterName = "platform"
+
+// Provider wraps the platform cluster as a multicluster provider with one cluster, the
+// one holding the Service objects. The caller adds the returned cluster to the manager
+// so that its cache runs.
+func Provider(cfg *rest.Config, scheme *runtime.Scheme) (*single.Provider, ctrlcluster.Cluster, error) {
+	cl, err := ctrlcluster.New(cfg, func(o *ctrlcluster.Options) { o.Scheme = scheme })
+	if err != nil {
+		return nil, nil, fmt.Errorf("platform cluster for Service objects: %w", err)
+	}
+	return single.New(ClusterName, cl), cl, nil
+}
+
+// Options configure platform-service mode's tenancy.
+type Options struct {
+	// Kind names the Service type in messages.
+	Kind string
+	// NewList returns an empty list of the Service type (for the singleton rule).
+	NewList func() client.ObjectList
+	// EndUser grants the end-user access: a ServiceAccount of the platform cluster with
+	// the provider's declared MCP permissions.
+	EndUser *Grant
+}
+
+// Tenancy is platform-service mode for the engine.
+type Tenancy[T provider.Object] struct {
+	opts Options
+}
+
+var _ engine.Tenancy[provider.Object] = &Tenancy[provider.Object]{}
+
+// NewTenancy returns platform-service mode's tenancy.
+func NewTenancy[T provider.Object](opts Options) *Tenancy[T] {
+	return &Tenancy[T]{opts: opts}
+}
+
+// Mode is platform.
+func (*Tenancy[T]) Mode() cluster.Mode { return cluster.ModePlatform }
+
+// Target: the served object is the tenant.
+func (*Tenancy[T]) Target(clusterName string, cl ctrlcluster.Cluster, obj T) engine.Target[T] {
+	id := cluster.PlatformIdentity(obj.GetNamespace(), obj.GetName())
+	return engine.Target[T]{
+		ClusterName: clusterName, Cluster: cl, Object: obj, Identity: id,
+		Key: access.Key{Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)}, Identity: id},
+	}
+}
+
+// Admit applies the singleton rule to the whole platform cluster: the oldest object is
+// served, including while it is being deleted, so that its successor installs only
+// after the predecessor's cleanup finished. The ordering is kcp mode's
+// (workspaces.Oldest), so both modes promote the same object.
+func (t *Tenancy[T]) Admit(ctx context.Context, tg engine.Target[T]) error {
+	list := t.opts.NewList()
+	if err := tg.Cluster.GetCache().List(ctx, list); err != nil {
+		return fmt.Errorf("listing %s objects of the platform cluster: %w", t.opts.Kind, err)
+	}
+	var objs []client.Object
+	_ = meta.EachListItem(list, func(o runtime.Object) error {
+		if co, ok := o.(client.Object); ok {
+			objs = append(objs, co)
+		}
+		return nil
+	})
+	active := workspaces.Oldest(objs)
+	if active == nil || active.GetUID() == tg.Object.GetUID() {
+		return nil
+	}
+	return &access.WaitingError{
+		Reason:  v1alpha1.ReasonNotSingleton,
+		Message: fmt.Sprintf("only one %s per platform cluster is served: %s is active; delete it to promote this one", t.opts.Kind, client.ObjectKeyFromObject(active)),
+	}
+}
+
+// EndUser returns the scoped access to the platform cluster.
+func (t *Tenancy[T]) EndUser(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
+	return t.opts.EndUser.Ensure(ctx, tg.Key)
+}
+
+// LookupEndUser returns the existing access for the deletion path, nil when it was
+// never granted.
+func (t *Tenancy[T]) LookupEndUser(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
+	return t.opts.EndUser.Lookup(ctx, tg.Key)
+}
+
+// ReleaseEndUser removes the ServiceAccount and its RBAC.
+func (t *Tenancy[T]) ReleaseEndUser(ctx context.Context, tg engine.Target[T]) (bool, error) {
+	return t.opts.EndUser.Release(ctx, tg.Key)
+}
+
+// RequestsFor maps nothing: this mode creates no ClusterRequests or AccessRequests.
+func (*Tenancy[T]) RequestsFor(context.Context, map[string]string, engine.ClusterLister) []mcreconcile.Request {
+	return nil
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Verbs the counter tells apart. tokenrequest is a create of serviceaccounts/token,
+// counted on its own because the targets name it.
+var verbs = []string{"get", "list", "watch", "create", "update", "patch", "delete", "tokenrequest", "discovery"}
+
+// writeVerbs change state on a server.
+var writeVerbs = map[string]bool{"create": true, "update": true, "patch": true, "delete": true, "tokenrequest": true}
+
+// counter counts the requests that pass through the transports it wraps, by verb.
+type counter struct {
+	mu     sync.Mutex
+	counts map[string]int
+	// byResource counts writes by verb and resource, to say what the writes were.
+	byResource map[string]int
+}
+
+func newCounter() *counter {
+	return &counter{counts: map[string]int{}, byResource: map[string]int{}}
+}
+
+// wrap is a rest.Config WrapTransport (and builder.Options.WrapTransport).
+func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		verb, resource := classify(req.Method, req.URL)
+		c.mu.Lock()
+		c.counts[verb]++
+		if writeVerbs[verb] {
+			c.byResource[verb+" "+resource]++
+		}
+		c.mu.Unlock()
+		return rt.RoundTrip(req)
+	})
+}
+
+// snapshot is a copy of the counts at one moment.
+type snapshot struct {
+	counts     map[string]int
+	byResource map[string]int
+}
+
+func (c *counter) snapshot() snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := snapshot{counts: map[string]int{}, byResource: map[string]int{}}
+	for k, v := range c.counts {
+		s.counts[k] = v
+	}
+	for k, v := range c.byResource {
+		s.byResource[k] = v
+	}
+	return s
+}
+
+// sub is s minus an earlier snapshot.
+func (s snapshot) sub(earlier snapshot) snapshot {
+	d := snapshot{counts: map[string]int{}, byResource: map[string]int{}}
+	for k, v := range s.counts {
+		d.counts[k] = v - earlier.counts[k]
+	}
+	for k, v := range s.byResource {
+		if v-earlier.byResource[k] != 0 {
+			d.byResource[k] = v - earlier.byResource[k]
+		}
+	}
+	return d
+}
+
+func (s snapshot) total() int {
+	n := 0
+	for _, v := range s.counts {
+		n += v
+	}
+	return n
+}
+
+func (s snapshot) writes() int {
+	n := 0
+	for v, c := range s.counts {
+		if writeVerbs[v] {
+			n += c
+		}
+	}
+	return n
+}
+
+// writeKinds lists the writes by verb and resource, most frequent first.
+func (s snapshot) writeKinds() []string {
+	keys := make([]string, 0, len(s.byResource))
+	for k := range s.byResource {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if s.byResource[keys[i]] != s.byResource[keys[j]] {
+			return s.byResource[keys[i]] > s.byResource[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	return keys
+}
+
+// classify names a request's verb and resource from its method and path. It
+// understands plain API paths and kcp's /clusters/<name>/ and virtual-workspace
+// prefixes: everything before /api/ or /apis/ is ignored.
+func classify(method string, u *url.URL) (verb, resource string) {
+	p := u.Path
+	i := strings.Index(p, "/api/")
+	j := strings.Index(p, "/apis/")
+	var segs []string
+	switch {
+	case i >= 0 && (j < 0 || i < j):
+		segs = split(p[i+len("/api/"):]) // v1/...
+		if len(segs) > 0 {
+			segs = segs[1:]
+		}
+	case j >= 0:
+		segs = split(p[j+len("/apis/"):]) // group/version/...
+		if len(segs) >= 2 {
+			segs = segs[2:]
+		} else {
+			segs = nil
+		}
+	}
+	if len(segs) == 0 {
+		return "discovery", ""
+	}
+	rest := segs
+	if segs[0] == "namespaces" && len(segs) >= 3 {
+		rest = segs[2:]
+	}
+	resource = rest[0]
+	if len(rest) >= 3 {
+		resource += "/" + rest[2]
+	}
+	switch method {
+	case http.MethodGet:
+		switch {
+		case u.Query().Get("watch") == "true" || u.Query().Get("watch") == "1":
+			return "watch", resource
+		case len(rest) == 1:
+			return "list", resource
+		default:
+			return "get", resource
+		}
+	case http.MethodPost:
+		if len(rest) >= 3 && rest[2] == "token" {
+			return "tokenrequest", resource
+		}
+		return "create", resource
+	case http.MethodPut:
+		return "update", resource
+	case http.MethodPatch:
+		return "patch", resource
+	case http.MethodDelete:
+		return "delete", resource
+	}
+	return strings.ToLower(method), resource
+}
+
+func split(p string) []string {
+	var out []string
+	for _, s := range strings.Split(p, "/") {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// quiesce waits until no request has passed the counter for quiet, at most max:
+// a runtime that just started lists and watches before it serves, and those
+// requests belong to its startup, not to the objects measured next.
+func (c *counter) quiesce(quiet, max time.Duration) {
+	deadline := time.Now().Add(max)
+	last, since := c.snapshot().total(), time.Now()
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		if n := c.snapshot().total(); n != last {
+			last, since = n, time.Now()
+			continue
+		}
+		if time.Since(since) >= quiet {
+			return
+		}
+	}
+}

@@ -1,0 +1,24 @@
+// Command bench measures the runtime on real servers and writes docs/benchmarks.md.
+//
+// It lives in its own Go module so that the peer it compares against,
+// github.com/openmcp-project/opencontrolplane-runtime (the standard-mode runtime the
+// platform uses today), is a dependency of the benchmark only, never of the product.
+//
+// One run measures, side by side, because the machines it runs on are noisy and only
+// ratios measured together mean anything:
+//
+//   - kcp mode at several workspace counts: every tenant workspace binds the export
+//     (setup), then all tenants create one Service object at once; time until all are
+//     Ready, per-object time to Ready, requests per object by verb, TokenRequests per
+//     workspace, peak memory, and the requests issued per minute once nothing changes;
+//   - the physical floor: the writes a perfect runtime could not avoid, issued by a
+//     bare client with the same concurrency to the same servers;
+//   - standard mode, this runtime and opencontrolplane-runtime serving the same no-op
+//     provider and the same objects on fresh API servers.
+//
+// Everything runs in this process except the API servers: the runtime's requests are
+// counted by wrapping its transports (builder.Options.WrapTransport); memory is this
+// process's (see mem.go for what that includes).
+//
+// Run it with `make bench`.
+package main

@@ -1,0 +1,564 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kcp-dev/logicalcluster/v3"
+	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	commonapi "github.com/openmcp-project/openmcp-operator/api/common"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
+	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
+	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+)
+
+const (
+	providerWS    = "root:provider"
+	kcpSecretNS   = "default"
+	kcpSecretName = "kcp-kubeconfig"
+	managedBy     = "services.open-control-plane.io/managed-by"
+)
+
+// phase is one measured phase: a runtime (or the floor client) bringing n objects to
+// Ready.
+type phase struct {
+	n       int
+	total   time.Duration   // first creation to last Ready
+	lat     []time.Duration // per object, sorted
+	reqs    snapshot        // requests during the phase
+	rssBase float64         // MiB before the phase
+	rssPeak float64         // MiB, peak during the phase
+	heap    float64         // MiB of Go heap in use at the end
+	startup snapshot        // requests from start until serving (runtime only)
+	steady  snapshot        // requests in the steady-state window
+	window  time.Duration
+}
+
+type kcpResult struct {
+	n      int
+	setup  time.Duration // workspaces and bindings
+	floor  phase
+	rt     phase
+	errors []string
+}
+
+type kcpEnv struct {
+	k          *harness.KCP
+	platform   *harness.APIServer
+	workload   *harness.APIServer
+	pf         client.Client
+	lp         *localplatform.Platform
+	provider   client.Client
+	kubeconfig []byte // the runtime's ServiceAccount, as spec.kcp's Secret holds it
+	vwToken    string // a second token of it, for the floor and the watcher
+	directTok  string // a third, for the floor's direct TokenRequests
+	runtimeID  string // its kcp user name (GlobalServiceAccount)
+	widgetCRD  any
+	surface    apiexport.Provisionable
+	tenants    []tenant
+	vwURL      string
+}
+
+type tenant struct {
+	path logicalcluster.Path
+	lc   logicalcluster.Name
+	c    client.Client // admin
+}
+
+// runKCP measures kcp mode with n tenant workspaces on a fresh kcp.
+func runKCP(ctx context.Context, t *tb, n int, opts benchOptions) (*kcpResult, error) {
+	res := &kcpResult{n: n}
+	e, err := startKCPEnv(ctx, t, n)
+	if err != nil {
+		return nil, err
+	}
+	setupStart := time.Now()
+	if err := e.createTenants(ctx, t, n); err != nil {
+		return nil, err
+	}
+	res.setup = time.Since(setupStart)
+	logf("kcp n=%d: %d workspaces bound in %s", n, n, res.setup.Round(time.Second))
+
+	if res.floor, err = e.floor(ctx, t); err != nil {
+		return nil, fmt.Errorf("floor: %w", err)
+	}
+	logf("kcp n=%d: floor %s", n, res.floor.total.Round(time.Millisecond))
+	if res.rt, err = e.runtime(ctx, t, opts); err != nil {
+		return nil, fmt.Errorf("runtime: %w", err)
+	}
+	logf("kcp n=%d: runtime %s", n, res.rt.total.Round(time.Millisecond))
+	return res, nil
+}
+
+func startKCPEnv(ctx context.Context, t *tb, n int) (*kcpEnv, error) {
+	e := &kcpEnv{}
+	e.k = harness.StartKCP(t, harness.WithFeatureGates("GlobalServiceAccount=true"))
+	widgetCRD, configCRD, err := widget.CRDs()
+	if err != nil {
+		return nil, err
+	}
+	e.surface = apiexport.FromCRD(providerName, widgetCRD)
+	e.platform = harness.StartAPIServer(t, harness.PurposePlatform, harness.WithCRDs(configCRD))
+	e.workload = harness.StartAPIServer(t, harness.PurposeWorkload)
+	if e.pf, err = newClient(e.platform.Config); err != nil {
+		return nil, err
+	}
+	if err := startPlatform(ctx, t, e.platform.Config, map[string]*rest.Config{"workload": e.workload.Config}, nil); err != nil {
+		return nil, err
+	}
+
+	root := logicalcluster.NewPath("root")
+	e.k.CreateWorkspace(ctx, t, root, "provider")
+	if e.provider, err = newClient(e.k.ConfigFor(logicalcluster.NewPath(providerWS))); err != nil {
+		return nil, err
+	}
+	if err := applyYAML(ctx, e.provider, filepath.Join(repoRoot(), "config/kcp/runtime-rbac.yaml")); err != nil {
+		return nil, err
+	}
+	admin := e.k.ConfigFor(logicalcluster.NewPath(providerWS))
+	var tokens []string
+	for range 3 {
+		tok, err := saToken(ctx, admin, "kcp-serviceprovider", "runtime")
+		if err != nil {
+			return nil, err
+		}
+		tokens = append(tokens, tok)
+	}
+	e.vwToken, e.directTok = tokens[1], tokens[2]
+	e.kubeconfig, err = kubeconfigFor(admin.Host, admin.CAData, tokens[0])
+	if err != nil {
+		return nil, err
+	}
+	ws := &unstructured.Unstructured{}
+	ws.SetAPIVersion("tenancy.kcp.io/v1alpha1")
+	ws.SetKind("Workspace")
+	rootClient, err := newClient(e.k.ConfigFor(root))
+	if err != nil {
+		return nil, err
+	}
+	if err := rootClient.Get(ctx, client.ObjectKey{Name: "provider"}, ws); err != nil {
+		return nil, err
+	}
+	providerLC, _, _ := unstructured.NestedString(ws.Object, "spec", "cluster")
+	e.runtimeID = "system:kcp:serviceaccount:" + providerLC + ":kcp-serviceprovider:runtime"
+	if err := e.pf.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: kcpSecretNS, Name: kcpSecretName},
+		Data:       map[string][]byte{"kubeconfig": e.kubeconfig},
+	}); err != nil {
+		return nil, err
+	}
+	// The export exists before tenants bind; the runtime provisions it again on
+	// start (a no-op).
+	surface, err := e.surface.APISurface()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := apiexport.Provision(ctx, e.provider, surface, apiexport.Options{}); err != nil {
+		return nil, fmt.Errorf("provisioning the export: %w", err)
+	}
+	return e, nil
+}
+
+// createTenants creates n workspaces and binds the export in each (setup, not
+// measured: kcp's own workspace and binding rates would dominate every figure).
+func (e *kcpEnv) createTenants(ctx context.Context, t *tb, n int) error {
+	e.tenants = make([]tenant, n)
+	root := logicalcluster.NewPath("root")
+	err := parallel(n, concurrency, func(i int) error {
+		path, lc := e.k.CreateWorkspace(ctx, t, root, fmt.Sprintf("tenant-%d", i))
+		e.k.CreateAPIBinding(ctx, t, path, providerName, logicalcluster.NewPath(providerWS), providerName, acceptedClaims())
+		c, err := newClient(e.k.ConfigFor(path))
+		if err != nil {
+			return err
+		}
+		e.tenants[i] = tenant{path: path, lc: lc, c: c}
+		if (i+1)%50 == 0 {
+			logf("  %d workspaces", i+1)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	urls := e.k.VirtualWorkspaceURLs(ctx, t, logicalcluster.NewPath(providerWS), providerName)
+	e.vwURL = urls[0]
+	return nil
+}
+
+func acceptedClaims() []apisv1alpha2.AcceptablePermissionClaim {
+	var out []apisv1alpha2.AcceptablePermissionClaim
+	for _, c := range apiexport.RequiredPermissionClaims() {
+		out = append(out, apisv1alpha2.AcceptablePermissionClaim{
+			ScopedPermissionClaim: apisv1alpha2.ScopedPermissionClaim{
+				PermissionClaim: c,
+				Selector:        apisv1alpha2.PermissionClaimSelector{LabelSelector: metav1.LabelSelector{MatchLabels: map[string]string{managedBy: providerName}}},
+			},
+			State: apisv1alpha2.ClaimAccepted,
+		})
+	}
+	return out
+}
+
+// createWidgets creates one Widget named name in every tenant workspace, all at
+// once, and returns when each was created.
+func (e *kcpEnv) createWidgets(ctx context.Context, name string) (map[string]time.Time, error) {
+	var mu sync.Mutex
+	created := map[string]time.Time{}
+	err := parallel(len(e.tenants), 4*concurrency, func(i int) error {
+		tn := e.tenants[i]
+		// A bound resource is served a moment after the binding is Bound.
+		err := poll(ctx, time.Minute, "creating widget in "+tn.lc.String(), func(ctx context.Context) error {
+			err := tn.c.Create(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: widget.WidgetSpec{Color: "blue"}})
+			if err != nil && !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("fatal: %w", err)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		created[tn.lc.String()+"/default/"+name] = time.Now()
+		mu.Unlock()
+		return nil
+	})
+	return created, err
+}
+
+// floor issues, with a bare client and the runtime's concurrency, the writes a
+// perfect runtime could not avoid for each tenant: through the virtual workspace
+// the finalizer, a ServiceAccount for the worker, one ClusterRole and one binding
+// (for the worker and for the runtime's TokenRequest), the Ready status; directly one
+// TokenRequest; on the platform the workload ClusterRequest and AccessRequest.
+func (e *kcpEnv) floor(ctx context.Context, t *tb) (phase, error) {
+	p := phase{n: len(e.tenants)}
+	created, err := e.createWidgets(ctx, "floor")
+	if err != nil {
+		return p, err
+	}
+	cnt := newCounter()
+	vw := &rest.Config{Host: e.vwURL, BearerToken: e.vwToken, TLSClientConfig: rest.TLSClientConfig{CAData: e.k.AdminConfig().CAData}}
+	vw.QPS, vw.Burst = 50, 100 // the runtime's defaults
+	vw.Wrap(cnt.wrap)
+	direct := rest.CopyConfig(vw)
+	direct.Host, direct.BearerToken = strings.TrimSuffix(e.k.URL(), "/"), e.directTok
+	pfCfg := fast(e.platform.Config)
+	pfCfg.QPS, pfCfg.Burst = 50, 100
+	pfCfg.Wrap(cnt.wrap)
+	pf, err := client.New(pfCfg, client.Options{Scheme: benchScheme()})
+	if err != nil {
+		return p, err
+	}
+	if err := ensureNS(ctx, pf, "floor"); err != nil {
+		return p, err
+	}
+	before := cnt.snapshot()
+	var mu sync.Mutex
+	done := map[string]time.Time{}
+	start := time.Now()
+	err = parallel(len(e.tenants), concurrency, func(i int) error {
+		tn := e.tenants[i]
+		c := rest.CopyConfig(vw)
+		c.Host = e.vwURL + "/clusters/" + tn.lc.String()
+		ws, err := client.New(c, client.Options{Scheme: benchScheme()})
+		if err != nil {
+			return err
+		}
+		key := client.ObjectKey{Namespace: "default", Name: "floor"}
+		w := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		if err := ws.Patch(ctx, w, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":["bench/floor"]}}`))); err != nil {
+			return fmt.Errorf("finalizer: %w", err)
+		}
+		labels := map[string]string{managedBy: providerName}
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "floor-workload", Labels: labels}}
+		if err := ws.Create(ctx, sa); err != nil {
+			return fmt.Errorf("ServiceAccount: %w", err)
+		}
+		cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "floor", Labels: labels}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{widget.GroupVersion.Group}, Resources: []string{"widgets"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}, ResourceNames: []string{sa.Name}},
+			// kcp's workspace content authorizer asks for access to "/" first.
+			{NonResourceURLs: []string{"/"}, Verbs: []string{"access"}},
+		}}
+		if err := ws.Create(ctx, cr); err != nil {
+			return fmt.Errorf("ClusterRole: %w", err)
+		}
+		crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "floor", Labels: labels},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "floor"},
+			Subjects: []rbacv1.Subject{
+				{Kind: rbacv1.ServiceAccountKind, Namespace: "default", Name: sa.Name},
+				{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: e.runtimeID},
+			}}
+		if err := ws.Create(ctx, crb); err != nil {
+			return fmt.Errorf("ClusterRoleBinding: %w", err)
+		}
+		dc := rest.CopyConfig(direct)
+		dc.Host += "/clusters/" + tn.lc.String()
+		cs, err := kubernetes.NewForConfig(dc)
+		if err != nil {
+			return err
+		}
+		// The binding takes a moment to reach the authorizer: retried like the
+		// runtime does, and the retries are counted.
+		if err := poll(ctx, time.Minute, "floor TokenRequest", func(ctx context.Context) error {
+			_, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
+				Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
+			return err
+		}); err != nil {
+			return err
+		}
+		ns := "floor"
+		creq := &clustersv1alpha1.ClusterRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("floor-%d", i)},
+			Spec: clustersv1alpha1.ClusterRequestSpec{Purpose: clustersv1alpha1.PURPOSE_WORKLOAD}}
+		if err := pf.Create(ctx, creq); err != nil {
+			return fmt.Errorf("ClusterRequest: %w", err)
+		}
+		ar := &clustersv1alpha1.AccessRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("floor-%d", i)},
+			Spec: clustersv1alpha1.AccessRequestSpec{
+				RequestRef: &commonapi.ObjectReference{Namespace: ns, Name: creq.Name},
+				Token:      &clustersv1alpha1.TokenConfig{Permissions: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}}}},
+			}}
+		if err := pf.Create(ctx, ar); err != nil {
+			return fmt.Errorf("AccessRequest: %w", err)
+		}
+		status := []byte(fmt.Sprintf(`{"status":{"observedGeneration":1,"phase":"Ready","conditions":[{"type":"Ready","status":"True","reason":"Floor","message":"","lastTransitionTime":%q,"observedGeneration":1}]}}`, time.Now().UTC().Format(time.RFC3339)))
+		if err := ws.Status().Patch(ctx, w, client.RawPatch(types.MergePatchType, status)); err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
+		mu.Lock()
+		done[tn.lc.String()+"/default/floor"] = time.Now()
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return p, err
+	}
+	p.total = lastOf(done).Sub(start)
+	// Per tenant, from the phase's start: all tenants' objects existed by then.
+	for k := range created {
+		created[k] = start
+	}
+	p.lat = latencies(created, done)
+	p.reqs = cnt.snapshot().sub(before)
+
+	// The runtime serves one object per workspace: the floor's goes away.
+	err = parallel(len(e.tenants), 4*concurrency, func(i int) error {
+		tn := e.tenants[i]
+		w := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "floor"}}
+		if err := tn.c.Patch(ctx, w, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); err != nil {
+			return err
+		}
+		return client.IgnoreNotFound(tn.c.Delete(ctx, w))
+	})
+	return p, err
+}
+
+// runtime starts this runtime in kcp mode and measures it bringing one object per
+// tenant to Ready.
+func (e *kcpEnv) runtime(ctx context.Context, t *tb, opts benchOptions) (phase, error) {
+	p := phase{n: len(e.tenants)}
+	cnt := newCounter()
+	watchCfg := &rest.Config{Host: e.vwURL + "/clusters/*", BearerToken: e.vwToken, TLSClientConfig: rest.TLSClientConfig{CAData: e.k.AdminConfig().CAData}}
+	watcher, err := watchReady(ctx, watchCfg)
+	if err != nil {
+		return p, err
+	}
+	resetPeakRSS()
+	p.rssBase, _ = rss()
+
+	rt, err := builder.ServiceProvider[*widget.Widget](providerName, benchScheme()).
+		For(&widget.Widget{}).
+		WithProviderConfig(&widget.WidgetConfig{}).
+		WorkloadCluster(true, workloadPerms).
+		MCPPermissions(kcpMCPPerms).
+		KCP(e.surface).
+		Complete(noop{})
+	if err != nil {
+		return p, err
+	}
+	rtCtx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- rt.Start(rtCtx, builder.Options{
+			Platform: e.platform.Config, Namespace: "default", RetryInterval: opts.retry,
+			MaxConcurrentReconciles: opts.concurrency, ClientQPS: opts.qps, ClientBurst: opts.burst,
+			WrapTransport: cnt.wrap,
+		})
+	}()
+	defer func() {
+		cancel()
+		if err := <-errc; err != nil {
+			logf("runtime stopped: %v", err)
+		}
+	}()
+	started := time.Now()
+	if err := e.pf.Create(ctx, &widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: providerName}, Spec: widget.WidgetConfigSpec{
+		Greeting: "hello",
+		KCP:      &v1alpha1.KCP{ProviderWorkspace: providerWS, KubeconfigSecret: v1alpha1.SecretReference{Name: kcpSecretName, Namespace: kcpSecretNS}},
+	}}); err != nil {
+		return p, err
+	}
+	if err := poll(ctx, 5*time.Minute, "kcp mode running", func(context.Context) error {
+		if !rt.KCPActive() {
+			return errors.New("not yet")
+		}
+		return nil
+	}); err != nil {
+		return p, err
+	}
+	cnt.quiesce(2*time.Second, time.Minute)
+	logf("  kcp mode running and quiet after %s", time.Since(started).Round(time.Millisecond))
+	p.startup = cnt.snapshot()
+
+	before := cnt.snapshot()
+	start := time.Now()
+	created, err := e.createWidgets(ctx, "main")
+	if err != nil {
+		return p, err
+	}
+	ready, err := watcher.waitAll(ctx, len(e.tenants), convergeTimeout(len(e.tenants)))
+	if err != nil {
+		return p, err
+	}
+	p.reqs = cnt.snapshot().sub(before)
+	p.total = lastOf(ready).Sub(start)
+	p.lat = latencies(created, ready)
+	_, p.rssPeak = rss()
+	p.heap = heapMiB()
+
+	// Steady state: nothing changes for a while; whatever the runtime does now is
+	// overhead. (This wait is the measurement window, not a synchronisation.)
+	s0 := cnt.snapshot()
+	time.Sleep(opts.steady)
+	p.steady = cnt.snapshot().sub(s0)
+	p.window = opts.steady
+	if _, peak := rss(); peak > p.rssPeak {
+		p.rssPeak = peak
+	}
+	return p, nil
+}
+
+func convergeTimeout(n int) time.Duration { return 3*time.Minute + time.Duration(n)*time.Second }
+
+// startPlatform runs the local platform granting cluster access to the given targets
+// (by purpose name) and, if mcps is non-nil, registers no ControlPlanes (callers do).
+func startPlatform(ctx context.Context, t *tb, platformCfg *rest.Config, targets map[string]*rest.Config, lpOut **localplatform.Platform) error {
+	lp, err := localplatform.New(fast(platformCfg), localplatform.Options{MaxConcurrentReconciles: 16})
+	if err != nil {
+		return err
+	}
+	for purpose, cfg := range targets {
+		if err := lp.AddCluster(localplatform.TargetCluster{Name: purpose, Purposes: []string{purpose}, Config: fast(cfg)}); err != nil {
+			return err
+		}
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := lp.Start(lctx); err != nil && lctx.Err() == nil {
+			logf("local platform stopped: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	if lpOut != nil {
+		*lpOut = lp
+	}
+	return nil
+}
+
+func ensureNS(ctx context.Context, c client.Client, name string) error {
+	err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+func saToken(ctx context.Context, cfg *rest.Config, ns, name string) (string, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	var tok string
+	err = poll(ctx, time.Minute, "runtime token", func(ctx context.Context) error {
+		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(24 * 3600))},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		tok = tr.Status.Token
+		return nil
+	})
+	return tok, err
+}
+
+func kubeconfigFor(host string, ca []byte, token string) ([]byte, error) {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["kcp"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: ca}
+	kc.AuthInfos["runtime"] = &clientcmdapi.AuthInfo{Token: token}
+	kc.Contexts["runtime"] = &clientcmdapi.Context{Cluster: "kcp", AuthInfo: "runtime"}
+	kc.CurrentContext = "runtime"
+	return clientcmd.Write(*kc)
+}
+
+// applyYAML creates every object of a multi-document YAML file.
+func applyYAML(ctx context.Context, c client.Client, file string) error {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := c.Create(ctx, u); err != nil {
+			return fmt.Errorf("%s: creating %s %s: %w", file, u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+// repoRoot is the main module's folder: the benchmark runs from test/bench.
+func repoRoot() string {
+	if d := os.Getenv("KSP_REPO_ROOT"); d != "" {
+		return d
+	}
+	return "../.."
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
+)
+
+// benchOptions are the runtime settings under test, the same for both runtimes.
+type benchOptions struct {
+	concurrency int
+	qps         float32
+	burst       int
+	retry       time.Duration
+	steady      time.Duration
+}
+
+func main() {
+	out := flag.String("out", "../../docs/benchmarks.md", "markdown file to write")
+	sizes := flag.String("sizes", "10,100,500", "kcp mode: tenant workspace counts")
+	stdSizes := flag.String("std-sizes", "", "standard mode: object counts (default: -sizes)")
+	steady := flag.Duration("steady", time.Minute, "steady-state window after convergence")
+	conc := flag.Int("concurrency", 8, "work-queue concurrency of both runtimes")
+	qps := flag.Float64("qps", 50, "client QPS of both runtimes")
+	burst := flag.Int("burst", 100, "client burst of both runtimes")
+	retry := flag.Duration("retry", time.Second, "retry interval while waiting for access grants (both runtimes)")
+	skipKCP := flag.Bool("skip-kcp", false, "skip kcp mode")
+	skipStd := flag.Bool("skip-standard", false, "skip standard mode")
+	verbose := flag.Bool("v", false, "log servers and runtimes")
+	flag.Parse()
+
+	if _, err := harness.AssetsDir(); err != nil {
+		fmt.Fprintf(os.Stderr, "test binaries missing (%v): export \"$(hack/test-binaries.sh)\" first\n", err)
+		os.Exit(1)
+	}
+	if *verbose {
+		log.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	} else {
+		log.SetLogger(logr.Discard())
+	}
+	ks, err := parseSizes(*sizes)
+	if err != nil {
+		fatalf("-sizes: %v", err)
+	}
+	ss := ks
+	if *stdSizes != "" {
+		if ss, err = parseSizes(*stdSizes); err != nil {
+			fatalf("-std-sizes: %v", err)
+		}
+	}
+	opts := benchOptions{concurrency: *conc, qps: float32(*qps), burst: *burst, retry: *retry, steady: *steady}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
+	rep := &report{opts: opts, started: time.Now(), cpus: runtime.NumCPU()}
+	if !*skipKCP {
+		for _, n := range ks {
+			var r *kcpResult
+			err := run(ctx, fmt.Sprintf("kcp-%d", n), *verbose, func(t *tb) error {
+				var err error
+				r, err = runKCP(ctx, t, n, opts)
+				return err
+			})
+			if err != nil {
+				logf("kcp n=%d failed: %v", n, err)
+				rep.failures = append(rep.failures, fmt.Sprintf("kcp mode, %d workspaces: %v", n, err))
+				continue
+			}
+			rep.kcp = append(rep.kcp, r)
+		}
+	}
+	if !*skipStd {
+		for _, n := range ss {
+			pair := stdPair{n: n}
+			for _, which := range []string{"this", "peer"} {
+				var p phase
+				err := run(ctx, fmt.Sprintf("standard-%s-%d", which, n), *verbose, func(t *tb) error {
+					var err error
+					p, err = runStandard(ctx, t, which, n, opts)
+					return err
+				})
+				if err != nil {
+					logf("standard %s n=%d failed: %v", which, n, err)
+					rep.failures = append(rep.failures, fmt.Sprintf("standard mode, %s, %d objects: %v", which, n, err))
+					pair.failed = true
+					continue
+				}
+				logf("standard %s n=%d: %s", which, n, p.total.Round(time.Millisecond))
+				if which == "this" {
+					pair.this = p
+				} else {
+					pair.peer = p
+				}
+			}
+			rep.std = append(rep.std, pair)
+		}
+	}
+	rep.finished = time.Now()
+	if err := os.WriteFile(*out, []byte(rep.markdown()), 0o644); err != nil {
+		fatalf("writing %s: %v", *out, err)
+	}
+	logf("wrote %s", *out)
+	if len(rep.failures) > 0 {
+		os.Exit(1)
+	}
+}
+
+func parseSizes(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("bad size %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", args...)
+}
+
+func fatalf(format string, args ...any) {
+	logf(format, args...)
+	os.Exit(1)
+}

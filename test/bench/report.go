@@ -1,0 +1,241 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+type stdPair struct {
+	n          int
+	this, peer phase
+	failed     bool
+}
+
+type report struct {
+	opts              benchOptions
+	started, finished time.Time
+	cpus              int
+	kcp               []*kcpResult
+	std               []stdPair
+	failures          []string
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
+func ms(d time.Duration) string   { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
+
+func perObj(n, total int) string {
+	if total == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%.1f", float64(total)/float64(n))
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2fx", a/b)
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+// byVerb renders request counts per object by verb.
+func byVerb(s snapshot, n int) string {
+	var parts []string
+	for _, v := range verbs {
+		if c := s.counts[v]; c != 0 {
+			parts = append(parts, fmt.Sprintf("%s %s", v, perObj(n, c)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func perMinute(s snapshot, window time.Duration) (all, writes float64) {
+	if window <= 0 {
+		return 0, 0
+	}
+	m := window.Minutes()
+	return float64(s.total()) / m, float64(s.writes()) / m
+}
+
+func (r *report) markdown() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	w("# Benchmarks")
+	w("")
+	w("Written by `make bench` (test/bench, its own Go module) on %s, %d CPUs, in one run of %s. "+
+		"These machines are noisy and the servers share the CPUs with the runtime: compare the ratios "+
+		"measured side by side in the same run, not absolute times across runs.",
+		r.started.UTC().Format("2006-01-02 15:04 UTC"), r.cpus, r.finished.Sub(r.started).Round(time.Second))
+	w("")
+	w("Settings of both runtimes: work-queue concurrency %d, client QPS %.0f / burst %d, access retry interval %s. "+
+		"The provider is a no-op that declares a workload cluster and read access on the end-user cluster, so "+
+		"every request counted is the runtime's own. Requests are counted by wrapping every transport the runtime "+
+		"builds (`builder.Options.WrapTransport`); memory is this process's (the runtime plus the local platform "+
+		"and the benchmark's own watch; the API servers are separate processes): peak RSS during the phase "+
+		"(VmHWM reset before it), RSS before it, and the Go heap in use after a GC at convergence.",
+		r.opts.concurrency, r.opts.qps, r.opts.burst, r.opts.retry)
+	w("")
+	if len(r.failures) > 0 {
+		w("**Failures in this run:**")
+		w("")
+		for _, f := range r.failures {
+			w("- %s", f)
+		}
+		w("")
+	}
+	if len(r.kcp) > 0 {
+		r.kcpSection(w)
+	}
+	if len(r.std) > 0 {
+		r.stdSection(w)
+	}
+	r.targets(w)
+	return b.String()
+}
+
+func (r *report) kcpSection(w func(string, ...any)) {
+	w("## kcp mode: scale across tenant workspaces")
+	w("")
+	w("A fresh kcp v0.30.0 per size. Setup (not measured): the workspaces are created and bind the export. " +
+		"Measured: the floor, then the runtime. Every tenant creates one Widget at once; time runs from the first " +
+		"creation to the last Ready (seen by a watch of the benchmark's own through the virtual workspace).")
+	w("")
+	w("The floor is a bare client with the same concurrency issuing, per tenant, the writes a perfect runtime " +
+		"could not avoid: finalizer patch, ServiceAccount, one ClusterRole and one ClusterRoleBinding through the " +
+		"virtual workspace, one direct TokenRequest, the status patch, and on the platform the workload " +
+		"ClusterRequest and AccessRequest (8 writes). It does not wait for the local platform's grant; the runtime does.")
+	w("")
+	w("| workspaces | setup | floor: all done | runtime: all Ready | runtime / floor | p50 / p99 to Ready (runtime) | p50 / p99 (floor) | requests per object (runtime) | writes per object: runtime / floor | TokenRequests per workspace | startup requests | steady state: requests / writes per min | peak RSS (before) | Go heap |")
+	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, k := range r.kcp {
+		rt, fl := k.rt, k.floor
+		all, writes := perMinute(rt.steady, rt.window)
+		w("| %d | %s | %s | %s | %s | %s / %s | %s / %s | %s (%s) | %s / %s | %s | %d | %.0f / %.0f | %.0f MiB (%.0f) | %.0f MiB |",
+			k.n, secs(k.setup), secs(fl.total), secs(rt.total), ratio(rt.total.Seconds(), fl.total.Seconds()),
+			ms(percentile(rt.lat, .5)), ms(percentile(rt.lat, .99)), ms(percentile(fl.lat, .5)), ms(percentile(fl.lat, .99)),
+			perObj(k.n, rt.reqs.total()), byVerb(rt.reqs, k.n),
+			perObj(k.n, rt.reqs.writes()), perObj(k.n, fl.reqs.writes()),
+			perObj(k.n, rt.reqs.counts["tokenrequest"]), rt.startup.total(),
+			all, writes, rt.rssPeak, rt.rssBase, rt.heap)
+	}
+	w("")
+	w("What the runtime wrote, per object (largest size):")
+	w("")
+	last := r.kcp[len(r.kcp)-1]
+	for _, k := range last.rt.reqs.writeKinds() {
+		w("- %s: %s", k, perObj(last.n, last.rt.reqs.byResource[k]))
+	}
+	w("")
+	if s := last.rt.steady; s.total() > 0 {
+		w("Steady state (%s window, largest size): %s%s.", last.rt.window, byVerb(s, 1), writeList(s, 1))
+		w("")
+	}
+}
+
+func (r *report) stdSection(w func(string, ...any)) {
+	w("## Standard mode: this runtime and opencontrolplane-runtime v1.2.0")
+	w("")
+	w("Fresh API servers (platform, onboarding, workload, MCP) for each runtime and size; the local platform has " +
+		"registered one ControlPlane per object beforehand. Both runtimes serve the same no-op provider with the same " +
+		"settings; each object orders MCP access (token) and a workload cluster.")
+	w("")
+	w("| objects | runtime | all Ready | p50 / p99 to Ready | requests per object | writes per object | steady: requests / writes per min | peak RSS (before) | Go heap |")
+	w("|---|---|---|---|---|---|---|---|---|")
+	for _, s := range r.std {
+		for _, x := range []struct {
+			name string
+			p    phase
+		}{{"this", s.this}, {"opencontrolplane-runtime", s.peer}} {
+			if x.p.n == 0 {
+				w("| %d | %s | failed | | | | | | |", s.n, x.name)
+				continue
+			}
+			all, writes := perMinute(x.p.steady, x.p.window)
+			w("| %d | %s | %s | %s / %s | %s (%s) | %s | %.0f / %.0f | %.0f MiB (%.0f) | %.0f MiB |",
+				s.n, x.name, secs(x.p.total), ms(percentile(x.p.lat, .5)), ms(percentile(x.p.lat, .99)),
+				perObj(s.n, x.p.reqs.total()), byVerb(x.p.reqs, s.n), perObj(s.n, x.p.reqs.writes()), all, writes,
+				x.p.rssPeak, x.p.rssBase, x.p.heap)
+		}
+		if s.this.n > 0 && s.peer.n > 0 {
+			w("| %d | **ratio this / peer** | %s | | %s | %s | | %s | |", s.n,
+				ratio(s.this.total.Seconds(), s.peer.total.Seconds()),
+				ratio(float64(s.this.reqs.total()), float64(s.peer.reqs.total())),
+				ratio(float64(s.this.reqs.writes()), float64(s.peer.reqs.writes())),
+				ratio(s.this.rssPeak-s.this.rssBase, s.peer.rssPeak-s.peer.rssBase))
+		}
+	}
+	w("")
+	s := r.std[len(r.std)-1]
+	for _, x := range []struct {
+		name string
+		p    phase
+	}{{"this runtime", s.this}, {"opencontrolplane-runtime", s.peer}} {
+		if x.p.n == 0 {
+			continue
+		}
+		var parts []string
+		for _, k := range x.p.reqs.writeKinds() {
+			parts = append(parts, fmt.Sprintf("%s %s", k, perObj(s.n, x.p.reqs.byResource[k])))
+		}
+		w("Writes per object, %s (%d objects): %s.", x.name, s.n, strings.Join(parts, ", "))
+		w("")
+		if x.p.steady.total() > 0 {
+			w("Steady state, %s (%s window): %s%s.", x.name, x.p.window, byVerb(x.p.steady, 1), writeList(x.p.steady, 1))
+			w("")
+		}
+	}
+}
+
+func (r *report) targets(w func(string, ...any)) {
+	w("## Targets (issue 9)")
+	w("")
+	w("| target | measured | verdict |")
+	w("|---|---|---|")
+	if len(r.kcp) > 0 {
+		k := r.kcp[len(r.kcp)-1]
+		rt, fl := k.rt, k.floor
+		q := rt.total.Seconds() / fl.total.Seconds()
+		w("| %d workspaces bound to Ready within 1.5x the floor | %s | %s |", k.n, ratio(rt.total.Seconds(), fl.total.Seconds()), verdict(q <= 1.5))
+		extra := float64(rt.reqs.writes()-fl.reqs.writes()) / float64(k.n)
+		w("| at most 1 write per object beyond the floor | %.1f beyond (%s vs %s) | %s |", extra, perObj(k.n, rt.reqs.writes()), perObj(k.n, fl.reqs.writes()), verdict(extra <= 1))
+		_, writes := perMinute(rt.steady, rt.window)
+		w("| zero writes per minute at steady state | %.1f writes/min (%s window) | %s |", writes, rt.window, verdict(rt.steady.writes() == 0))
+		trs := float64(rt.reqs.counts["tokenrequest"]) / float64(k.n)
+		w("| no TokenRequest outside renewals | %.2f per workspace at first serve, %d in steady state | %s |", trs, rt.steady.counts["tokenrequest"], verdict(trs <= 1 && rt.steady.counts["tokenrequest"] == 0))
+		w("| runtime RSS at most 150 MiB at %d workspaces | peak %.0f MiB (process, of which %.0f MiB before start) | %s |", k.n, rt.rssPeak, rt.rssBase, verdict(rt.rssPeak <= 150))
+		if len(r.kcp) > 1 {
+			a, z := r.kcp[0], r.kcp[len(r.kcp)-1]
+			per := (z.rt.rssPeak - z.rt.rssBase - (a.rt.rssPeak - a.rt.rssBase)) / float64(z.n-a.n)
+			w("| RSS grows with objects, not workspaces | %.2f MiB per extra workspace+object (%d→%d) | see figure |", per, a.n, z.n)
+		}
+	}
+	if len(r.std) > 0 {
+		s := r.std[len(r.std)-1]
+		if s.this.n > 0 && s.peer.n > 0 {
+			speed := s.peer.total.Seconds() / s.this.total.Seconds()
+			w("| standard mode at least 1.5x as fast as opencontrolplane-runtime (%d objects) | %.2fx as fast | %s |", s.n, speed, verdict(speed >= 1.5))
+			rq := float64(s.this.reqs.total()) / float64(s.peer.reqs.total())
+			w("| standard mode at most 0.7x its requests per object | %.2fx | %s |", rq, verdict(rq <= 0.7))
+		}
+	}
+	w("")
+}
+
+// writeList names the writes of a snapshot, if any, divided by n.
+func writeList(s snapshot, n int) string {
+	var parts []string
+	for _, k := range s.writeKinds() {
+		parts = append(parts, fmt.Sprintf("%s %s", k, perObj(n, s.byResource[k])))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; writes: " + strings.Join(parts, ", ")
+}

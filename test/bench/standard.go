@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
+	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+)
+
+const tenantNamespace = "tenants"
+
+// runStandard measures one runtime ("this" or "peer") in standard mode serving n
+// Widgets on fresh API servers.
+func runStandard(ctx context.Context, t *tb, which string, n int, opts benchOptions) (phase, error) {
+	p := phase{n: n}
+	widgetCRD, configCRD, err := widget.CRDs()
+	if err != nil {
+		return p, err
+	}
+	platform := harness.StartAPIServer(t, harness.PurposePlatform, harness.WithCRDs(configCRD))
+	onboarding := harness.StartAPIServer(t, harness.PurposeOnboarding, harness.WithCRDs(widgetCRD))
+	wl := harness.StartAPIServer(t, harness.PurposeWorkload)
+	mcp := harness.StartAPIServer(t, harness.PurposeMCP)
+	var lp *localplatform.Platform
+	if err := startPlatform(ctx, t, platform.Config, map[string]*rest.Config{"workload": wl.Config, "mcp": mcp.Config}, &lp); err != nil {
+		return p, err
+	}
+	ob, err := newClient(onboarding.Config)
+	if err != nil {
+		return p, err
+	}
+	pf, err := newClient(platform.Config)
+	if err != nil {
+		return p, err
+	}
+	if err := ensureNS(ctx, ob, tenantNamespace); err != nil {
+		return p, err
+	}
+	if err := parallel(n, concurrency, func(i int) error {
+		// Registrations in parallel race on the target's Cluster object: retried.
+		return retry.OnError(retry.DefaultBackoff, apierrors.IsConflict, func() error {
+			return lp.RegisterControlPlane(ctx, cpName(i), tenantNamespace, "mcp")
+		})
+	}); err != nil {
+		return p, err
+	}
+	if err := pf.Create(ctx, &widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: providerName}, Spec: widget.WidgetConfigSpec{Greeting: "hello"}}); err != nil {
+		return p, err
+	}
+	watcher, err := watchReady(ctx, onboarding.Config)
+	if err != nil {
+		return p, err
+	}
+
+	cnt := newCounter()
+	resetPeakRSS()
+	p.rssBase, _ = rss()
+	var stop func()
+	switch which {
+	case "this":
+		rt, err := builder.ServiceProvider[*widget.Widget](providerName, benchScheme()).
+			For(&widget.Widget{}).
+			WithProviderConfig(&widget.WidgetConfig{}).
+			WorkloadCluster(true, workloadPerms).
+			MCPPermissions(stdMCPPerms).
+			Complete(noop{})
+		if err != nil {
+			return p, err
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := rt.Start(rctx, builder.Options{
+				Platform: platform.Config, Onboarding: onboarding.Config, Namespace: "default",
+				RetryInterval: opts.retry, MaxConcurrentReconciles: opts.concurrency,
+				ClientQPS: opts.qps, ClientBurst: opts.burst, WrapTransport: cnt.wrap,
+			}); err != nil && rctx.Err() == nil {
+				logf("runtime stopped: %v", err)
+			}
+		}()
+		stop = func() { cancel(); <-done }
+	case "peer":
+		stop, err = startPeer(ctx, platform.Config, onboarding.Config, opts, func(c *rest.Config) { c.Wrap(cnt.wrap) })
+		if err != nil {
+			return p, err
+		}
+	default:
+		return p, fmt.Errorf("unknown runtime %q", which)
+	}
+	defer stop()
+	cnt.quiesce(2*time.Second, time.Minute)
+	p.startup = cnt.snapshot()
+
+	before := cnt.snapshot()
+	start := time.Now()
+	var mu sync.Mutex
+	created := map[string]time.Time{}
+	if err := parallel(n, 4*concurrency, func(i int) error {
+		w := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: cpName(i)}, Spec: widget.WidgetSpec{Color: "blue"}}
+		if err := ob.Create(ctx, w); err != nil {
+			return err
+		}
+		mu.Lock()
+		created["/"+tenantNamespace+"/"+cpName(i)] = time.Now()
+		mu.Unlock()
+		return nil
+	}); err != nil {
+		return p, err
+	}
+	ready, err := watcher.waitAll(ctx, n, convergeTimeout(n))
+	if err != nil {
+		return p, err
+	}
+	p.reqs = cnt.snapshot().sub(before)
+	p.total = lastOf(ready).Sub(start)
+	p.lat = latencies(created, ready)
+	_, p.rssPeak = rss()
+	p.heap = heapMiB()
+	s0 := cnt.snapshot()
+	time.Sleep(opts.steady) // the measurement window
+	p.steady = cnt.snapshot().sub(s0)
+	p.window = opts.steady
+	if _, peak := rss(); peak > p.rssPeak {
+		p.rssPeak = peak
+	}
+	return p, nil
+}
+
+func cpName(i int) string { return fmt.Sprintf("cp-%d", i) }

@@ -1,0 +1,16 @@
+// Package e2ebinary tests the kcp-serviceprovider binary as users and the
+// openmcp-operator run it: built with `go build` and started as a subprocess, never
+// called in-process.
+//
+// TestBinary is the acceptance test of the reference provider: init and run against a
+// real kcp and real kube-apiservers (started by test/harness), with the least platform
+// RBAC of config/rbac, onboarding access requested from the local platform, and
+// tenants applying the sample manifests of config/. It checks what a tenant, a platform
+// operator and a security reviewer would: the Echo becomes Ready, the worker's
+// kubeconfig reaches the tenant's workspace and reads its Echo and nothing else, and
+// deleting the Echo removes the worker and revokes every credential the runtime created.
+//
+// TestLocal runs `kcp-serviceprovider local` and follows the README's quickstart word
+// by word, then interrupts it and checks that no process and no file outside its state
+// folder is left.
+package e2ebinary

@@ -1,0 +1,9 @@
+package e2ebinary
+
+import (
+	"testing"
+
+	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
+)
+
+func TestMain(m *testing.M) { harness.Main(m) }

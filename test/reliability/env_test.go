@@ -1,0 +1,281 @@
+package reliability
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
+	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+	"github.com/openmcp-project/kcp-serviceprovider/workload"
+)
+
+const (
+	providerName    = "widgets"
+	tenantNamespace = "tenants"
+)
+
+// workloadPermissions are what the widget provider needs on the workload cluster.
+var workloadPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"namespaces", "configmaps", "secrets"}, Verbs: []string{"get", "create", "update", "patch", "delete"}},
+}}}}
+
+// mcpPermissions are what the widget's worker needs on the end-user cluster.
+var mcpPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+}}}}
+
+// envOptions vary the standard-mode environment per test.
+type envOptions struct {
+	// controlPlanes registered with the local platform.
+	controlPlanes []string
+	// platform options (TokenTTL, policies).
+	platform localplatform.Options
+	// runtime options besides the cluster configs.
+	runtime builder.Options
+	// runtimePlatform, when set, is the platform config the runtime uses instead of
+	// the admin's (e.g. a ServiceAccount with the shipped role).
+	runtimePlatform *rest.Config
+}
+
+// env is one standard-mode platform with the local platform running; the runtime is
+// started (and stopped, and started again) by the test.
+type env struct {
+	platform, onboarding, workload, mcp *harness.APIServer
+	lp                                  *localplatform.Platform
+	// Admin clients knowing the widget types.
+	pf, ob, wl, mcpc client.Client
+	opts             envOptions
+}
+
+func scheme(t testing.TB) *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clustersv1alpha1.AddToScheme, widget.AddToScheme} {
+		if err := add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+func startEnv(ctx context.Context, t *testing.T, opts envOptions) *env {
+	t.Helper()
+	log.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})))
+	widgetCRD, configCRD, err := widget.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{
+		platform:   harness.StartAPIServer(t, harness.PurposePlatform, harness.WithCRDs(configCRD)),
+		onboarding: harness.StartAPIServer(t, harness.PurposeOnboarding, harness.WithCRDs(widgetCRD)),
+		workload:   harness.StartAPIServer(t, harness.PurposeWorkload),
+		mcp:        harness.StartAPIServer(t, harness.PurposeMCP),
+		opts:       opts,
+	}
+	lp, err := localplatform.New(e.platform.Config, opts.platform)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.lp = lp
+	for c, srv := range map[*client.Client]*harness.APIServer{&e.pf: e.platform, &e.ob: e.onboarding, &e.wl: e.workload, &e.mcpc: e.mcp} {
+		if *c, err = client.New(srv.Config, client.Options{Scheme: scheme(t)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []localplatform.TargetCluster{
+		{Name: "workload", Purposes: []string{clustersv1alpha1.PURPOSE_WORKLOAD}, Config: e.workload.Config},
+		{Name: "mcp", Purposes: []string{clustersv1alpha1.PURPOSE_MCP}, Config: e.mcp.Config},
+	} {
+		if err := lp.AddCluster(tc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, cp := range opts.controlPlanes {
+		if err := lp.RegisterControlPlane(ctx, cp, tenantNamespace, "mcp"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.ob.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNamespace}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.pf.Create(ctx, &widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: providerName}, Spec: widget.WidgetConfigSpec{Greeting: "hello"}}); err != nil {
+		t.Fatal(err)
+	}
+	runInBackground(ctx, t, "local platform", lp.Start)
+	return e
+}
+
+// startRuntime starts the widget runtime and returns a function that stops it
+// abruptly: its context is cancelled, nothing is cleaned up (what a SIGKILL leaves,
+// minus the process boundary).
+func (e *env) startRuntime(ctx context.Context, t *testing.T) (stop func()) {
+	t.Helper()
+	rt, err := builder.ServiceProvider[*widget.Widget](providerName, scheme(t)).
+		For(&widget.Widget{}).
+		WithProviderConfig(&widget.WidgetConfig{}).
+		WorkloadCluster(true, workloadPermissions).
+		MCPPermissions(mcpPermissions).
+		Complete(widget.Provider{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := e.opts.runtime
+	o.Platform, o.Onboarding = e.platform.Config, e.onboarding.Config
+	if e.opts.runtimePlatform != nil {
+		o.Platform = e.opts.runtimePlatform
+	}
+	if o.Namespace == "" {
+		o.Namespace = "default"
+	}
+	if o.RetryInterval == 0 {
+		o.RetryInterval = time.Second
+	}
+	if o.MetricsBindAddress == "" {
+		o.MetricsBindAddress = "0"
+	}
+	return runInBackground(ctx, t, "runtime", func(ctx context.Context) error { return rt.Start(ctx, o) })
+}
+
+// runInBackground runs fn until the returned stop is called or the test ends, and
+// fails the test if fn returns early with an error.
+func runInBackground(ctx context.Context, t *testing.T, what string, fn func(context.Context) error) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := fn(ctx); err != nil && ctx.Err() == nil {
+			t.Errorf("%s stopped: %v", what, err)
+		}
+	}()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// eventually polls cond until it returns nil or the deadline passes; the last error
+// is the failure message.
+func eventually(ctx context.Context, t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) error) {
+	t.Helper()
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		last = cond(ctx)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: not reached within %s: %v", what, timeout, last)
+	}
+}
+
+func (e *env) createWidget(ctx context.Context, t *testing.T, name string) client.ObjectKey {
+	t.Helper()
+	w := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: name}, Spec: widget.WidgetSpec{Color: "blue"}}
+	if err := e.ob.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	return client.ObjectKeyFromObject(w)
+}
+
+// wantReady waits for Ready=True at the object's current generation.
+func (e *env) wantReady(ctx context.Context, t *testing.T, key client.ObjectKey) *widget.Widget {
+	t.Helper()
+	var got *widget.Widget
+	eventually(ctx, t, 90*time.Second, key.String()+" Ready", func(ctx context.Context) error {
+		w := &widget.Widget{}
+		if err := e.ob.Get(ctx, key, w); err != nil {
+			return err
+		}
+		got = w
+		c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady)
+		if c == nil || c.Status != metav1.ConditionTrue || w.Status.ObservedGeneration != w.Generation {
+			return fmt.Errorf("status %+v", w.Status)
+		}
+		return nil
+	})
+	return got
+}
+
+// wantReason waits for Ready=False with reason and returns the message.
+func (e *env) wantReason(ctx context.Context, t *testing.T, key client.ObjectKey, reason string) string {
+	t.Helper()
+	var msg string
+	eventually(ctx, t, 90*time.Second, key.String()+" "+reason, func(ctx context.Context) error {
+		w := &widget.Widget{}
+		if err := e.ob.Get(ctx, key, w); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason {
+			return fmt.Errorf("status %+v", w.Status)
+		}
+		msg = c.Message
+		return nil
+	})
+	return msg
+}
+
+// count is what the runtime left on the platform and workload clusters for provider.
+type count struct {
+	AccessRequests, ClusterRequests int
+	// ServiceAccounts the platform created for access on the workload and MCP clusters
+	// (for every provider).
+	WorkloadServiceAccounts, MCPServiceAccounts int
+}
+
+// counts counts the requests labelled managed-by=provider on the platform and the
+// ServiceAccounts the platform created for them on the workload cluster.
+func (e *env) counts(ctx context.Context, t *testing.T, managedBy string) count {
+	t.Helper()
+	sel := client.MatchingLabels{openmcpconst.ManagedByLabel: managedBy}
+	ars, crs := &clustersv1alpha1.AccessRequestList{}, &clustersv1alpha1.ClusterRequestList{}
+	if err := e.pf.List(ctx, ars, sel); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.pf.List(ctx, crs, sel); err != nil {
+		t.Fatal(err)
+	}
+	wlSAs, mcpSAs := &corev1.ServiceAccountList{}, &corev1.ServiceAccountList{}
+	if err := e.wl.List(ctx, wlSAs, client.InNamespace(localplatform.DefaultAccessNamespace)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.mcpc.List(ctx, mcpSAs, client.InNamespace(localplatform.DefaultAccessNamespace)); err != nil {
+		t.Fatal(err)
+	}
+	return count{AccessRequests: len(ars.Items), ClusterRequests: len(crs.Items),
+		WorkloadServiceAccounts: len(wlSAs.Items), MCPServiceAccounts: len(mcpSAs.Items)}
+}
+
+// wantCounts waits until counts(managedBy) equals want.
+func (e *env) wantCounts(ctx context.Context, t *testing.T, managedBy string, want count, timeout time.Duration) {
+	t.Helper()
+	eventually(ctx, t, timeout, "leftovers of "+managedBy, func(ctx context.Context) error {
+		if got := e.counts(ctx, t, managedBy); got != want {
+			return fmt.Errorf("got %+v, want %+v", got, want)
+		}
+		return nil
+	})
+}

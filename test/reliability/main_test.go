@@ -1,0 +1,9 @@
+package reliability
+
+import (
+	"testing"
+
+	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
+)
+
+func TestMain(m *testing.M) { harness.Main(m) }

@@ -1,0 +1,105 @@
+package reliability
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	commonapi "github.com/openmcp-project/openmcp-operator/api/common"
+	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+)
+
+// TestOrphanSweep: a tenant object removed behind the runtime's back (finalizer
+// stripped while the runtime was down) leaves its AccessRequests and ClusterRequest on
+// the platform; the sweep removes them, and with them the platform's ServiceAccounts on
+// the workload and MCP clusters. Another tenant of ours and another provider's
+// requests for a tenant that does not exist are untouched.
+func TestOrphanSweep(t *testing.T) {
+	ctx := t.Context()
+	e := startEnv(ctx, t, envOptions{
+		controlPlanes: []string{"alpha", "beta"},
+		runtime:       builder.Options{SweepInterval: 2 * time.Second, SweepAbsences: 2},
+	})
+	stop := e.startRuntime(ctx, t)
+	alpha, beta := e.createWidget(ctx, t, "alpha"), e.createWidget(ctx, t, "beta")
+	e.wantReady(ctx, t, alpha)
+	e.wantReady(ctx, t, beta)
+	// Per tenant: an MCP AccessRequest, a workload ClusterRequest and AccessRequest.
+	e.wantCounts(ctx, t, providerName, count{AccessRequests: 4, ClusterRequests: 2, WorkloadServiceAccounts: 2, MCPServiceAccounts: 2}, 30*time.Second)
+
+	// Another provider's requests, labelled for a tenant that has no object at all.
+	const foreign = "gadgets"
+	foreignNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "foreign"}}
+	if err := e.pf.Create(ctx, foreignNS); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{
+		openmcpconst.ManagedByLabel:           foreign,
+		openmcpconst.OnboardingNameLabel:      "ghost",
+		openmcpconst.OnboardingNamespaceLabel: tenantNamespace,
+	}
+	cr := &clustersv1alpha1.ClusterRequest{ObjectMeta: metav1.ObjectMeta{Name: "gadgets--ghost--wl", Namespace: foreignNS.Name, Labels: labels},
+		Spec: clustersv1alpha1.ClusterRequestSpec{Purpose: clustersv1alpha1.PURPOSE_WORKLOAD}}
+	ar := &clustersv1alpha1.AccessRequest{ObjectMeta: metav1.ObjectMeta{Name: "gadgets--ghost--wl", Namespace: foreignNS.Name, Labels: labels},
+		Spec: clustersv1alpha1.AccessRequestSpec{
+			RequestRef: &commonapi.ObjectReference{Name: cr.Name, Namespace: cr.Namespace},
+			Token: &clustersv1alpha1.TokenConfig{Permissions: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}}}},
+		}}
+	for _, o := range []client.Object{cr, ar} {
+		if err := e.pf.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(ctx, t, 30*time.Second, "foreign AccessRequest granted", func(ctx context.Context) error {
+		if err := e.pf.Get(ctx, client.ObjectKeyFromObject(ar), ar); err != nil {
+			return err
+		}
+		if !ar.Status.IsGranted() {
+			return fmt.Errorf("phase %s", ar.Status.Phase)
+		}
+		return nil
+	})
+
+	// The runtime stops; alpha disappears without its finalizer; the runtime returns.
+	stop()
+	w := &widget.Widget{}
+	if err := e.ob.Get(ctx, alpha, w); err != nil {
+		t.Fatal(err)
+	}
+	w.Finalizers = nil
+	if err := e.ob.Update(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ob.Delete(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	swept := time.Now()
+	e.startRuntime(ctx, t)
+
+	// alpha's requests and access go; beta's and the foreign ones stay.
+	e.wantCounts(ctx, t, providerName, count{AccessRequests: 2, ClusterRequests: 1, WorkloadServiceAccounts: 2, MCPServiceAccounts: 1}, 60*time.Second)
+	t.Logf("orphans removed %v after the runtime restarted (interval 2s, 2 absences)", time.Since(swept).Round(100*time.Millisecond))
+	e.wantCounts(ctx, t, foreign, count{AccessRequests: 1, ClusterRequests: 1, WorkloadServiceAccounts: 2, MCPServiceAccounts: 1}, 5*time.Second)
+	for _, o := range []client.Object{cr, ar} {
+		if err := e.pf.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil || !o.GetDeletionTimestamp().IsZero() {
+			t.Errorf("foreign %T touched: err %v, deletion %v", o, err, o.GetDeletionTimestamp())
+		}
+	}
+	e.wantReady(ctx, t, beta)
+
+	// beta deleted the normal way: only the foreign requests remain.
+	if err := e.ob.Delete(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: beta.Namespace, Name: beta.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	e.wantCounts(ctx, t, providerName, count{WorkloadServiceAccounts: 1}, 60*time.Second)
+}
