@@ -1,6 +1,6 @@
 # kcp-serviceprovider: the commands the README names.
 
-.PHONY: test run generate binaries
+.PHONY: test run generate binaries bench
 
 ## test: build (or reuse) the real test servers, gofmt, go vet, and every test.
 test:
@@ -21,3 +21,10 @@ generate:
 ## binaries: build the test servers into the cache and print where they are.
 binaries:
 	hack/test-binaries.sh
+
+## bench: measure kcp mode at 10/100/500 workspaces, the floor, and standard mode
+## against opencontrolplane-runtime; writes docs/benchmarks.md (about 30 min on 2 cores).
+## Override sizes with BENCH_ARGS, e.g. make bench BENCH_ARGS="-sizes 10 -steady 10s".
+BENCH_ARGS ?= -sizes 10,100,500 -std-sizes 10,100
+bench:
+	export "$$(hack/test-binaries.sh)" && cd test/bench && go run . -out ../../docs/benchmarks.md $(BENCH_ARGS)

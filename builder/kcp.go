@@ -218,17 +218,9 @@ func (s *kcpSupervisor[T]) desired(ctx context.Context) (*kcpSettings, error) {
 	return &kcpSettings{workspace: k.ProviderWorkspace, kubeconfig: raw, digest: hex.EncodeToString(sum[:])}, nil
 }
 
-// ValidateKCP checks a spec.kcp section beyond what its CRD schema enforces.
-func ValidateKCP(k *v1alpha1.KCP) error {
-	var errs []error
-	if k.ProviderWorkspace == "" {
-		errs = append(errs, errors.New("spec.kcp.providerWorkspace is empty"))
-	}
-	if k.KubeconfigSecret.Name == "" || k.KubeconfigSecret.Namespace == "" {
-		errs = append(errs, errors.New("spec.kcp.kubeconfigSecret needs name and namespace"))
-	}
-	return errors.Join(errs...)
-}
+// ValidateKCP checks a spec.kcp section with the rules of its CRD schema (see
+// v1alpha1.KCP.Validate), for ProviderConfigs stored under an older or hand-made CRD.
+func ValidateKCP(k *v1alpha1.KCP) error { return k.Validate() }
 
 // start provisions the APIExport and starts a kcp-mode manager.
 func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (*kcpRun, error) {

@@ -266,7 +266,10 @@ func (r *Runtime[T]) standardManager(opts Options) (mcmanager.Manager, error) {
 		RetryInterval: opts.RetryInterval, Tune: opts.tune,
 	})
 	e, err := engine.Register(mgr, r.engineOptions(platform, tenancy, onboarding.Labels, opts), engine.Setup{
-		Name:                    r.decl.name + "-standard",
+		Name: r.decl.name + "-standard",
+		// A process may start a Runtime again after stopping it (the reliability tests
+		// simulate a crash and restart that way).
+		Restartable:             true,
 		NewList:                 r.decl.newList,
 		ProviderConfig:          r.decl.newProviderConfig(),
 		ManagedBy:               r.decl.name,

@@ -46,8 +46,8 @@ func (k *KCP) Validate() error {
 	if s.Namespace != "" && len(validation.IsDNS1123Label(s.Namespace)) > 0 {
 		errs = append(errs, errors.New("spec.kcp.kubeconfigSecret.namespace must be a namespace name: lowercase letters, digits and '-', at most 63 characters"))
 	}
-	if s.Key != "" && (len(s.Key) > 253 || !secretKey.MatchString(s.Key)) {
-		errs = append(errs, errors.New("spec.kcp.kubeconfigSecret.key must be a Secret data key: letters, digits, '-', '_' and '.'"))
+	if s.Key != "" && (len(s.Key) > 253 || !secretKey.MatchString(s.Key) || s.Key == "." || s.Key == "..") {
+		errs = append(errs, errors.New("spec.kcp.kubeconfigSecret.key must be a Secret data key: letters, digits, '-', '_' and '.', not '.' or '..'"))
 	}
 	return errors.Join(errs...)
 }

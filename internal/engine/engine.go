@@ -52,6 +52,7 @@ type Options[T provider.Object] struct {
 type Engine[T provider.Object] struct {
 	opts     Options[T]
 	clusters *clusterSet
+	reported *reported // transitions reported recently (observe.go)
 }
 
 // New returns an Engine.
@@ -59,7 +60,7 @@ func New[T provider.Object](opts Options[T], clusters *clusterSet) *Engine[T] {
 	if opts.ProgressInterval == 0 {
 		opts.ProgressInterval = 5 * time.Second
 	}
-	return &Engine[T]{opts: opts, clusters: clusters}
+	return &Engine[T]{opts: opts, clusters: clusters, reported: newReported()}
 }
 
 // Reconcile implements the multicluster reconciler.

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -117,11 +119,16 @@ func (e *Engine[T]) end(ctx context.Context, o *observation[T], err error) {
 	afterCond := meta.FindStatusCondition(after.Conditions, v1alpha1.ConditionReady)
 	beforeReason, afterReason := reasonOf(beforeCond), reasonOf(afterCond)
 
-	if !o.hadFinalizer && controllerutil.ContainsFinalizer(obj, e.opts.Finalizer) && obj.GetDeletionTimestamp().IsZero() {
+	uid := obj.GetUID()
+	if !o.hadFinalizer && controllerutil.ContainsFinalizer(obj, e.opts.Finalizer) && obj.GetDeletionTimestamp().IsZero() &&
+		e.reported.first(uid, EventAccepted) {
 		e.emit(ctx, o.target, corev1.EventTypeNormal, EventAccepted, "Accept",
 			"accepted by the "+p+" service provider in "+mode+" mode for tenant "+o.target.Identity.String())
 	}
-	if afterReason == "" || afterReason == beforeReason {
+	if released {
+		defer e.reported.forget(uid)
+	}
+	if afterReason == "" || afterReason == beforeReason || !e.reported.first(uid, afterReason) {
 		return
 	}
 	if afterReason == v1alpha1.ReasonNotSingleton {
@@ -139,6 +146,69 @@ func (e *Engine[T]) end(ctx context.Context, o *observation[T], err error) {
 		action = "Delete"
 	}
 	e.emit(ctx, o.target, eventType, afterReason, action, afterCond.Message)
+}
+
+// reported remembers, per object, the last transition the engine reported, for a few
+// minutes. A reconcile may read an object from a cache that has not yet seen the
+// previous reconcile's status write (a grant's watch event often arrives first); it
+// then sees the same transition again, and without this memory would report it twice.
+type reported struct {
+	mu     sync.Mutex
+	last   map[types.UID]reportedTransition
+	pruned time.Time
+}
+
+type reportedTransition struct {
+	reason   string // the last Ready reason reported
+	accepted bool   // Accepted was reported
+	at       time.Time
+}
+
+// reportedMemory outlasts any cache lag by far, and is short enough to keep the memory
+// to the objects that changed recently.
+const reportedMemory = 5 * time.Minute
+
+func newReported() *reported { return &reported{last: map[types.UID]reportedTransition{}} }
+
+// first records that reason (a Ready reason, or EventAccepted) is reported for uid,
+// and says whether it is news: false when it is what was last reported for the object.
+func (r *reported) first(uid types.UID, reason string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	if now.Sub(r.pruned) > reportedMemory {
+		for k, v := range r.last {
+			if now.Sub(v.at) > reportedMemory {
+				delete(r.last, k)
+			}
+		}
+		r.pruned = now
+	}
+	last, ok := r.last[uid]
+	if ok && now.Sub(last.at) > reportedMemory {
+		last, ok = reportedTransition{}, false
+	}
+	if reason == EventAccepted {
+		if last.accepted {
+			return false
+		}
+		last.accepted = true
+	} else {
+		if ok && last.reason == reason {
+			return false
+		}
+		last.reason = reason
+	}
+	last.at = now
+	r.last[uid] = last
+	return true
+}
+
+// forget drops an object that is gone.
+func (r *reported) forget(uid types.UID) {
+	r.mu.Lock()
+	delete(r.last, uid)
+	r.mu.Unlock()
 }
 
 // grantedAfter lists, for each waiting reason, the reasons that can only follow once

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
@@ -63,5 +64,35 @@ func TestGrantedAfter(t *testing.T) {
 		if got != c.cluster {
 			t.Errorf("%s -> %s: grant of %q, want %q", c.before, c.after, got, c.cluster)
 		}
+	}
+}
+
+// TestReportedOnce: a transition seen again by a reconcile that read a stale object is
+// not reported twice; a real change back and forth is.
+func TestReportedOnce(t *testing.T) {
+	r := newReported()
+	uid := types.UID("u1")
+	for i, c := range []struct {
+		reason string
+		want   bool
+	}{
+		{EventAccepted, true},
+		{v1alpha1.ReasonWaitingForWorkload, true},
+		{EventAccepted, false},                     // stale read without the finalizer
+		{v1alpha1.ReasonWaitingForWorkload, false}, // stale read without the condition
+		{v1alpha1.ReasonReady, true},
+		{v1alpha1.ReasonProgressing, true},
+		{v1alpha1.ReasonReady, true}, // ready again after an update: news
+	} {
+		if got := r.first(uid, c.reason); got != c.want {
+			t.Errorf("step %d (%s): %v, want %v", i, c.reason, got, c.want)
+		}
+	}
+	if !r.first("u2", v1alpha1.ReasonReady) {
+		t.Error("another object's transition was suppressed")
+	}
+	r.forget(uid)
+	if !r.first(uid, v1alpha1.ReasonReady) {
+		t.Error("a forgotten object's transition was suppressed")
 	}
 }

@@ -75,7 +75,7 @@ func (e *Env) onStop(name string, stop func() error) {
 func (e *Env) StartProcess(name, path string, args, env []string, grace time.Duration) (*Process, error) {
 	cmd := exec.Command(path, args...)
 	cmd.Dir = e.Dir
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = MergeEnv(os.Environ(), env...)
 	p, err := e.startProcess(name, e.LogPath(name), cmd)
 	if err != nil {
 		return nil, err
@@ -198,4 +198,22 @@ func LogTail(path string, lines int) string {
 		all = all[len(all)-lines:]
 	}
 	return strings.Join(all, "\n")
+}
+
+// MergeEnv returns base with the variables of overrides ("NAME=value") replacing
+// those of the same name. Appending is not enough: with duplicate names, a Go program
+// (like this one after a re-exec) reads the first.
+func MergeEnv(base []string, overrides ...string) []string {
+	names := map[string]bool{}
+	for _, kv := range overrides {
+		name, _, _ := strings.Cut(kv, "=")
+		names[name] = true
+	}
+	out := make([]string, 0, len(base)+len(overrides))
+	for _, kv := range base {
+		if name, _, _ := strings.Cut(kv, "="); !names[name] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, overrides...)
 }

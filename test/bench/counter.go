@@ -1,13 +1,18 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 )
+
+// trace logs every counted request (KSP_BENCH_TRACE=1), to find where time goes.
+var trace = os.Getenv("KSP_BENCH_TRACE") == "1"
 
 // Verbs the counter tells apart. tokenrequest is a create of serviceaccounts/token,
 // counted on its own because the targets name it.
@@ -38,7 +43,17 @@ func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
 			c.byResource[verb+" "+resource]++
 		}
 		c.mu.Unlock()
-		return rt.RoundTrip(req)
+		if !trace {
+			return rt.RoundTrip(req)
+		}
+		start := time.Now()
+		resp, err := rt.RoundTrip(req)
+		code := 0
+		if resp != nil {
+			code = resp.StatusCode
+		}
+		fmt.Fprintf(os.Stderr, "TRACE %s %s %s %d %s %v\n", start.Format("15:04:05.000"), verb, req.URL.Path, code, time.Since(start).Round(time.Millisecond), err)
+		return resp, err
 	})
 }
 

@@ -374,6 +374,13 @@ func TestBinary(t *testing.T) {
 			t.Errorf("run: %v", err)
 		}
 		t.Logf("run stopped in %s", time.Since(start).Round(10*time.Millisecond))
+		// Least privilege must not mean silent failures: with exactly config/rbac and
+		// the requested onboarding rules, nothing the runtime did was refused.
+		for _, line := range strings.Split(tail(run.log, 100000), "\n") {
+			if strings.Contains(line, "forbidden") {
+				t.Errorf("run was refused something: %s", line)
+			}
+		}
 	})
 	t.Logf("TestBinary took %s", time.Since(testStart).Round(time.Second))
 }

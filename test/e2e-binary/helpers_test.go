@@ -33,6 +33,7 @@ import (
 
 	rtv1alpha1 "github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/examples/echo/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 )
 
@@ -76,7 +77,7 @@ func startProc(t *testing.T, dir, name, path string, args, env []string) *proc {
 	}
 	p.cmd = exec.Command(path, args...)
 	p.cmd.Dir = dir
-	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Env = localenv.MergeEnv(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	started := make(chan error, 1)

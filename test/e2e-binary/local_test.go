@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 )
 
 // TestLocal is the README's promise: `make run` (here the built binary's `local`)
@@ -108,9 +110,19 @@ func TestLocal(t *testing.T) {
 				t.Errorf("files written outside the state folder: %v", files)
 			}
 		}
-		for _, f := range []string{"logs/run.log", "logs/kcp.log", "kubeconfigs/kcp.kubeconfig"} {
+		for _, f := range []string{"logs/run.log", "logs/kcp.log", "logs/init.log"} {
 			if _, err := os.Stat(filepath.Join(state, f)); err != nil {
 				t.Errorf("state folder lacks %s: %v", f, err)
+			}
+		}
+		// The servers' data is removed; only the logs stay.
+		entries, err := os.ReadDir(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.Name() != "logs" && !strings.HasPrefix(e.Name(), ".") {
+				t.Errorf("%s left in the state folder after Ctrl-C", e.Name())
 			}
 		}
 	})
@@ -168,7 +180,7 @@ func shell(ctx context.Context, t *testing.T, dir string, env []string, script s
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = localenv.MergeEnv(os.Environ(), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

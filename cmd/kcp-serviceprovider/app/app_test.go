@@ -130,3 +130,31 @@ func TestSampleBindingAcceptsExactlyTheRequiredClaims(t *testing.T) {
 		t.Errorf("sample binding accepts %v, the runtime claims %v", got, want)
 	}
 }
+
+// local empties its state folder at start, but never a folder it did not write.
+func TestResetStateDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "precious"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := resetStateDir(dir); err == nil {
+		t.Fatal("a foreign non-empty folder was accepted")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "precious")); err != nil {
+		t.Fatalf("a foreign file was touched: %v", err)
+	}
+
+	state := filepath.Join(t.TempDir(), "state")
+	if err := resetStateDir(state); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(state, "kcp", "root"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := resetStateDir(state); err != nil {
+		t.Fatalf("emptying its own folder: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(state, "kcp")); !os.IsNotExist(err) {
+		t.Errorf("old state survived: %v", err)
+	}
+}

@@ -96,8 +96,8 @@ It then prints, for a tenant, the kubeconfig and the commands to create a worksp
 export and create an Echo (and the same for standard mode), and runs until Ctrl-C, which stops
 every process it started.
 
-Every file it writes is in --state-dir, emptied at each start (logs/ and kubeconfigs/ stay
-there after Ctrl-C). The servers come from $KSP_TEST_ASSETS, or hack/test-binaries.sh builds
+Every file it writes is in --state-dir, emptied at each start; after Ctrl-C only logs/
+stays there. The servers come from $KSP_TEST_ASSETS, or hack/test-binaries.sh builds
 them into ~/.cache/kcp-serviceprovider on first use (about 20 minutes, once). Run it from
 the repository root: it applies the manifests under config/.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, io.Writer) error {
@@ -171,7 +171,7 @@ func (o *localOptions) prepare(ctx context.Context, out io.Writer, repo, state s
 	if err != nil {
 		return fmt.Errorf("finding this binary: %w", err)
 	}
-	env := append(os.Environ(),
+	env := localenv.MergeEnv(os.Environ(),
 		stageEnv+"=2",
 		localenv.AssetsEnv+"="+assets,
 		"TMPDIR="+filepath.Join(state, "tmp"),
@@ -201,6 +201,25 @@ func resetStateDir(dir string) error {
 		return fmt.Errorf("creating the state folder: %w", err)
 	}
 	return os.WriteFile(filepath.Join(dir, stateMarker), []byte("state folder of `kcp-serviceprovider local`; emptied at its next start\n"), 0o600)
+}
+
+// pruneStateDir removes the servers' data (hundreds of megabytes of etcd) once every
+// process has stopped, keeping the logs for a look at what happened.
+func pruneStateDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.Name() == "logs" || e.Name() == stateMarker {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // serve starts everything, prints the tenant's commands and waits for Ctrl-C.
@@ -233,12 +252,14 @@ func (o *localOptions) serve(ctx context.Context, out io.Writer, repo, state str
 		start := time.Now()
 		if stopErr := env.Stop(); stopErr != nil {
 			err = errors.Join(err, stopErr)
+		} else if pruneErr := pruneStateDir(state); pruneErr != nil {
+			err = errors.Join(err, pruneErr)
 		}
-		fmt.Fprintf(out, "stopped in %s; logs and kubeconfigs stay in %s\n", time.Since(start).Round(100*time.Millisecond), state)
+		fmt.Fprintf(out, "stopped in %s; logs stay in %s\n", time.Since(start).Round(100*time.Millisecond), filepath.Join(state, "logs"))
 	}()
 
 	l := &localRun{opts: o, out: out, repo: repo, state: state, assets: assets, env: env, log: logger,
-		p: &progress{out: out, total: 9}}
+		p: &progress{out: out, total: 6}}
 	if err := l.start(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // interrupted while starting

@@ -1,0 +1,16 @@
+package localenv
+
+import (
+	"reflect"
+	"testing"
+)
+
+// A re-executed Go program reads the first of duplicate variables, so overrides must
+// replace, not follow, what the environment has.
+func TestMergeEnv(t *testing.T) {
+	got := MergeEnv([]string{"HOME=/root", "TMPDIR=/tmp", "PATH=/bin", "EMPTY="}, "TMPDIR=/state/tmp", "NEW=1", "EMPTY=x")
+	want := []string{"HOME=/root", "PATH=/bin", "TMPDIR=/state/tmp", "NEW=1", "EMPTY=x"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("MergeEnv = %q, want %q", got, want)
+	}
+}
