@@ -223,8 +223,16 @@ func (s *kcpSupervisor[T]) desired(ctx context.Context) (*kcpSettings, error) {
 func ValidateKCP(k *v1alpha1.KCP) error { return k.Validate() }
 
 // start provisions the APIExport and starts a kcp-mode manager.
-func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (*kcpRun, error) {
+func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (_ *kcpRun, err error) {
 	r, opts := s.r, s.opts
+	// Everything started for this run (the manager, the runtime's own token renewer)
+	// ends with it.
+	runCtx, cancel := context.WithCancel(ctx)
+	defer func() {
+		if err != nil {
+			cancel()
+		}
+	}()
 	base, err := clientcmd.RESTConfigFromKubeConfig(want.kubeconfig)
 	if err != nil {
 		return nil, errors.New("kcp kubeconfig does not parse")
@@ -251,7 +259,7 @@ func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (*kcpRun
 	// workspace calls: kcp v0.30 lets a token used on the virtual workspace act with
 	// the virtual workspace's warrant on direct calls for a while (see
 	// docs/design/tenant-credentials.md).
-	vwCfg, directCfg, identity, err := splitCredentials(ctx, base, want.workspace, r.decl.name)
+	vwCfg, directCfg, identity, err := splitCredentials(runCtx, base, want.workspace, r.decl.name)
 	if err != nil {
 		return nil, fmt.Errorf("kcp credentials: %w", err)
 	}
@@ -313,7 +321,6 @@ func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (*kcpRun
 	if err != nil {
 		return nil, fmt.Errorf("virtual workspace probe: %w", err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
 	run := &kcpRun{digest: want.digest, cancel: cancel, done: make(chan struct{}), mgr: mgr, vw: vw}
 	go func() {
 		defer close(run.done)

@@ -97,6 +97,8 @@ func (r *report) markdown() string {
 		r.stdSection(w)
 	}
 	r.targets(w)
+	w("Tuning experiments and where the time goes: [benchmarks-tuning.md](benchmarks-tuning.md) (hand-written from runs of this command with other flags).")
+	w("")
 	return b.String()
 }
 
