@@ -19,5 +19,10 @@ if [ -n "$unformatted" ]; then
 fi
 go vet ./...
 
+# A brief fuzz of name derivation and spec.kcp validation (about 20 s in all; their seed
+# corpora also run in the go test below). A failure leaves its input in testdata/fuzz.
+go test -run '^$' -fuzz FuzzValidateKCP -fuzztime 5s ./api/v1alpha1/
+go test -run '^$' -fuzz FuzzIdentityNames -fuzztime 5s ./cluster/
+
 # Packages start kcp and kube-apiservers of their own; two at a time fit two cores.
 go test -p 2 -timeout 45m -count=1 "$@" ./...

@@ -225,10 +225,13 @@ func (m *Minter) Ensure(ctx context.Context, ws client.Client, cluster logicalcl
 	global, known := m.GlobalServiceAccounts()
 	if !known && id.needsGateDetection() {
 		m.detectMu.Lock()
-		defer m.detectMu.Unlock()
 		if global, known = m.GlobalServiceAccounts(); !known {
+			defer m.detectMu.Unlock()
 			return m.ensureDetectingGate(ctx, ws, cluster, id)
 		}
+		// Detected meanwhile by another caller: go on without the lock, or every
+		// workspace that arrived during detection would be served one at a time.
+		m.detectMu.Unlock()
 	}
 	cred, err := m.ensure(ctx, ws, cluster, id.Subjects(global))
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -156,5 +157,18 @@ func TestResetStateDir(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(state, "kcp")); !os.IsNotExist(err) {
 		t.Errorf("old state survived: %v", err)
+	}
+}
+
+// Two local platforms must not share a state folder: the second would delete the
+// first one's servers' data from under it.
+func TestResetStateDirInUse(t *testing.T) {
+	state := t.TempDir()
+	// A process that surely runs: this test's parent.
+	if err := os.WriteFile(filepath.Join(state, stateMarker), []byte(strconv.Itoa(os.Getppid())+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := resetStateDir(state); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("resetStateDir = %v, want in use", err)
 	}
 }

@@ -65,10 +65,12 @@ func Main(prog string, args []string, stdout, stderr io.Writer, commands ...*Com
 		fs.PrintDefaults()
 		fmt.Fprint(w, envHelp)
 	}
+	// Asked-for help goes to stdout and exits 0; usage after a mistake goes to stderr.
+	if wantsHelp(args[1:]) {
+		fs.SetOutput(stdout)
+	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
 			return 0
 		}
 		return 2
@@ -86,6 +88,19 @@ func Main(prog string, args []string, stdout, stderr io.Writer, commands ...*Com
 		return 1
 	}
 	return 0
+}
+
+// wantsHelp says whether the flags ask for help (before a "--").
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help", "-h=true", "-help=true", "--help=true":
+			return true
+		}
+	}
+	return false
 }
 
 func baseName(p string) string {

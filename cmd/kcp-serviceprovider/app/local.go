@@ -60,7 +60,8 @@ const (
 	// standard mode; the sample Echo is named like it.
 	localControlPlaneNamespace = "default"
 	localControlPlaneName      = "demo"
-	// stateMarker marks a folder as a state folder, which local may empty.
+	// stateMarker marks a folder as a state folder, which local may empty, and holds
+	// the process id of the local command using it.
 	stateMarker = ".kcp-serviceprovider-local"
 	// stageEnv tells the re-executed command that the state folder is prepared.
 	stageEnv = "KSP_LOCAL_STAGE"
@@ -190,8 +191,15 @@ func resetStateDir(dir string) error {
 	case err != nil:
 		return fmt.Errorf("reading state folder: %w", err)
 	case len(entries) > 0:
-		if _, err := os.Stat(filepath.Join(dir, stateMarker)); err != nil {
+		marker, err := os.ReadFile(filepath.Join(dir, stateMarker))
+		if err != nil {
 			return fmt.Errorf("%s is not empty and was not written by this command; pick another --state-dir", dir)
+		}
+		// The marker names the process that wrote it (the pid survives the re-exec).
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(marker))); err == nil && pid > 0 && pid != os.Getpid() {
+			if syscall.Kill(pid, 0) == nil {
+				return fmt.Errorf("%s is in use by another local platform (process %d); stop it or pick another --state-dir", dir, pid)
+			}
 		}
 		if err := os.RemoveAll(dir); err != nil {
 			return fmt.Errorf("emptying the state folder: %w", err)
@@ -200,7 +208,7 @@ func resetStateDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating the state folder: %w", err)
 	}
-	return os.WriteFile(filepath.Join(dir, stateMarker), []byte("state folder of `kcp-serviceprovider local`; emptied at its next start\n"), 0o600)
+	return os.WriteFile(filepath.Join(dir, stateMarker), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
 }
 
 // pruneStateDir removes the servers' data (hundreds of megabytes of etcd) once every

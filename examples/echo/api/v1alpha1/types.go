@@ -52,7 +52,7 @@ type EchoSpec struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:printcolumn:name="Identity",type=string,JSONPath=`.status.identity`,priority=1
+// +kubebuilder:printcolumn:name="Identity",type=string,JSONPath=`.status.identity`
 type Echo struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
