@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,8 +42,16 @@ func TestLocal(t *testing.T) {
 	userEnv := []string{"HOME=" + home, "TMPDIR=" + tmp, "XDG_CACHE_HOME=" + filepath.Join(home, ".cache"),
 		"XDG_STATE_HOME=" + filepath.Join(home, ".local", "state"), "KUBECONFIG="}
 
+	// As after `make run` on a machine that built the servers once: no KSP_TEST_ASSETS,
+	// local asks hack/test-binaries.sh, which finds them in its cache.
+	assets, err := localenv.FindAssets(ctx, repo, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	localEnv := append(slices.Clone(userEnv), localenv.AssetsEnv+"=", "KSP_CACHE_DIR="+filepath.Dir(filepath.Dir(assets)))
+
 	start := time.Now()
-	local := startProc(t, base, "local", bin, []string{"local", "--state-dir=" + state, "--repo-root=" + repo}, userEnv)
+	local := startProc(t, base, "local", bin, []string{"local", "--state-dir=" + state, "--repo-root=" + repo}, localEnv)
 	banner := waitFor(ctx, t, local, "Press Ctrl-C", 10*time.Minute)
 	t.Logf("local platform up in %s", time.Since(start).Round(100*time.Millisecond))
 
