@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -30,6 +31,7 @@ type runOptions struct {
 	clientQPS               float64
 	clientBurst             int
 	accessTimeout           time.Duration
+	mode                    string
 }
 
 // RunCommand runs the provider until it is stopped.
@@ -56,6 +58,9 @@ own manager and leader election lease in --namespace.`,
 			fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 8, "parallel reconciles per mode")
 			fs.Float64Var(&o.clientQPS, "client-qps", 50, "queries per second of each client the runtime creates")
 			fs.IntVar(&o.clientBurst, "client-burst", 100, "burst of each client the runtime creates")
+			fs.StringVar(&o.mode, "mode", os.Getenv(builder.DeploymentModeEnv), "deployment mode: "+builder.DeploymentModeStandard+
+				" (a ServiceProvider: onboarding cluster and kcp workspaces) or "+builder.DeploymentModePlatformService+
+				" (a PlatformService: the platform cluster itself is the one tenant); default from $"+builder.DeploymentModeEnv)
 			fs.DurationVar(&o.accessTimeout, "onboarding-access-timeout", 5*time.Minute, "how long to wait for the platform to grant onboarding access at start-up")
 			return o.run
 		},
@@ -76,6 +81,10 @@ func (o *runOptions) run(ctx context.Context, _ io.Writer) error {
 	if o.leaderElect && o.namespace == "" {
 		return errors.New("--leader-elect needs the provider's namespace (--namespace or POD_NAMESPACE) for its leases")
 	}
+	platformService, err := builder.ParseDeploymentMode(o.mode)
+	if err != nil {
+		return err
+	}
 	platformCfg, how, err := o.platformConfig()
 	if err != nil {
 		return err
@@ -84,6 +93,8 @@ func (o *runOptions) run(ctx context.Context, _ io.Writer) error {
 
 	var onboardingCfg *rest.Config
 	switch {
+	case platformService:
+		log.Info("platform-service mode: serving the platform cluster itself")
 	case !o.standardMode:
 		log.Info("standard mode off: serving kcp workspaces only")
 	case o.onboardingKubeconfig != "":
@@ -113,6 +124,7 @@ func (o *runOptions) run(ctx context.Context, _ io.Writer) error {
 	err = rt.Start(ctx, builder.Options{
 		Platform:                platformCfg,
 		Onboarding:              onboardingCfg,
+		PlatformService:         platformService,
 		Namespace:               o.namespace,
 		LeaderElection:          o.leaderElect,
 		MetricsBindAddress:      o.metricsBindAddress,
