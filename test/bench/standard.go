@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
@@ -48,7 +50,12 @@ func runStandard(ctx context.Context, t *tb, which string, n int, opts benchOpti
 	}
 	if err := parallel(n, concurrency, func(i int) error {
 		// Registrations in parallel race on the target's Cluster object: retried.
-		return retry.OnError(retry.DefaultBackoff, apierrors.IsConflict, func() error {
+		// localplatform does not wrap the API error, so the conflict is recognised by
+		// its message too.
+		conflict := func(err error) bool {
+			return apierrors.IsConflict(err) || strings.Contains(err.Error(), "the object has been modified")
+		}
+		return retry.OnError(wait.Backoff{Steps: 20, Duration: 20 * time.Millisecond, Factor: 1.5, Jitter: 0.5, Cap: time.Second}, conflict, func() error {
 			return lp.RegisterControlPlane(ctx, cpName(i), tenantNamespace, "mcp")
 		})
 	}); err != nil {
