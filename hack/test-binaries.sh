@@ -25,8 +25,8 @@ export GONOSUMDB=${GONOSUMDB:-github.com/kcp-dev}
 export GOFLAGS=-mod=mod
 
 # Bump when the build recipe below changes, so cached binaries are rebuilt.
-recipe=1
-key() { { cat "$repo/hack/tools/$1/go.mod" "$repo/hack/tools/$1/go.sum" 2>/dev/null; echo "$recipe"; } | sha256sum | cut -c1-16; }
+recipe=2
+key() { { cat "$repo/hack/tools/$1/go.mod" "$repo/hack/tools/$1/go.sum" "$repo/hack/tools/$1"/patches/*.patch 2>/dev/null; echo "$recipe"; } | sha256sum | cut -c1-16; }
 
 kcp_dir="$cache/kcp-$(key kcp)"
 kube_dir="$cache/kube-$(key kube)"
@@ -36,7 +36,7 @@ log() { echo "test-binaries: $*" >&2; }
 
 build_kcp() {
   [ -x "$kcp_dir/kcp" ] && return 0
-  log "building kcp v0.30.0 into $kcp_dir (cold: about 11 minutes)"
+  log "building kcp v0.30.0 (patched, see hack/tools/kcp/patches) into $kcp_dir (cold: about 11 minutes)"
   local ver="v1.34.2+kcp-v0.30.0" date
   date=$(date -u +'%Y-%m-%dT%H:%M:%SZ')
   local ld=""
@@ -44,8 +44,22 @@ build_kcp() {
     ld+=" -X $pkg.gitVersion=$ver -X $pkg.gitMajor=1 -X $pkg.gitMinor=34"
     ld+=" -X $pkg.gitCommit=v0.30.0 -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
   done
-  mkdir -p "$kcp_dir.tmp"
-  (cd "$repo/hack/tools/kcp" && go build -trimpath -ldflags "-s -w $ld" -o "$kcp_dir.tmp/kcp" github.com/kcp-dev/kcp/cmd/kcp)
+  rm -rf "$kcp_dir.tmp" && mkdir -p "$kcp_dir.tmp/mod"
+  # kcp's source with hack/tools/kcp/patches/ applied (each file says why), built
+  # through a copy of the tools module that replaces kcp with it.
+  local src patched="$kcp_dir.tmp/src"
+  (cd "$repo/hack/tools/kcp" && go mod download github.com/kcp-dev/kcp)
+  src=$(cd "$repo/hack/tools/kcp" && go list -m -f '{{.Dir}}' github.com/kcp-dev/kcp)
+  cp -r "$src" "$patched" && chmod -R u+w "$patched"
+  for p in "$repo"/hack/tools/kcp/patches/*.patch; do
+    [ -e "$p" ] || continue
+    log "applying $(basename "$p")"
+    patch -d "$patched" -p1 --quiet --forward < "$p"
+  done
+  cp "$repo/hack/tools/kcp/go.mod" "$repo/hack/tools/kcp/go.sum" "$kcp_dir.tmp/mod/"
+  go mod edit -replace "github.com/kcp-dev/kcp=$patched" "$kcp_dir.tmp/mod/go.mod"
+  (cd "$repo/hack/tools/kcp" && go build -modfile="$kcp_dir.tmp/mod/go.mod" -trimpath -ldflags "-s -w $ld" -o "$kcp_dir.tmp/kcp" github.com/kcp-dev/kcp/cmd/kcp)
+  rm -rf "$kcp_dir.tmp/src" "$kcp_dir.tmp/mod"
   rm -rf "$kcp_dir" && mv "$kcp_dir.tmp" "$kcp_dir"
 }
 

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -150,7 +151,7 @@ func (p *Platform) ensureCluster(ctx context.Context, cr *clustersv1alpha1.Clust
 	if got := c.Labels[TargetLabel]; got != t.Name {
 		return nil, fmt.Errorf("cluster %s/%s exists but describes target %q, not %q", c.Namespace, c.Name, got, t.Name)
 	}
-	if err := addFinalizer(ctx, p.c, c, fin); err != nil {
+	if err := sharedFinalizer(ctx, p.c, c, fin, addFinalizer); err != nil {
 		return nil, fmt.Errorf("adding finalizer to Cluster %s/%s: %w", c.Namespace, c.Name, err)
 	}
 
@@ -184,7 +185,7 @@ func (p *Platform) releaseClusterRequest(ctx context.Context, cr *clustersv1alph
 		if !controllerutil.ContainsFinalizer(c, fin) {
 			continue
 		}
-		if err := removeFinalizer(ctx, p.c, c, fin); err != nil {
+		if err := sharedFinalizer(ctx, p.c, c, fin, removeFinalizer); err != nil {
 			return fmt.Errorf("removing finalizer of ClusterRequest %s/%s from Cluster %s/%s: %w", cr.Namespace, cr.Name, c.Namespace, c.Name, err)
 		}
 		if c.GetTenancyCount() == 0 && c.Labels[clustersv1alpha1.DeleteWithoutRequestsLabel] == "true" {
@@ -236,6 +237,24 @@ func addFinalizer(ctx context.Context, c client.Client, obj client.Object, fin s
 	before := obj.DeepCopyObject().(client.Object)
 	controllerutil.AddFinalizer(obj, fin)
 	return c.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+}
+
+// sharedFinalizer adds or removes (change) fin on an object many requests share, such
+// as the Cluster of a shared target: on a conflict it reads the object again and
+// retries at once. Returning the conflict instead would put the request into the
+// controller's exponential backoff, and with many tenants coming and going the backoff
+// of an unlucky request reached minutes.
+func sharedFinalizer(ctx context.Context, c client.Client, obj client.Object, fin string, change func(context.Context, client.Client, client.Object, string) error) error {
+	first := true
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !first {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+				return err
+			}
+		}
+		first = false
+		return change(ctx, c, obj, fin)
+	})
 }
 
 // removeFinalizer is the inverse of addFinalizer.

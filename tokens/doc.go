@@ -47,11 +47,11 @@
 // Minter labels everything it creates (Options.Labels), and a tenant may accept the
 // claims only for objects with those labels.
 //
-// kcp v0.30.0 has a token-cache bug (fixed in v0.31.0): after a token is used on the
-// virtual workspace, the same token used directly against that tenant acts with the
-// virtual workspace's authority for about ten seconds. Options.Direct must therefore be
-// a different credential from the virtual workspace client's, and checks that the
-// runtime cannot do more than intended must use fresh tokens.
+// Unpatched kcp v0.30.0 has a token-cache bug (kcp-dev/kcp#3855, fixed in v0.31.0):
+// after a token is used on the virtual workspace, the same token used directly against
+// that tenant acts with the virtual workspace's authority for about ten seconds.
+// Options.Direct is therefore a different credential from the virtual workspace
+// client's, so the runtime stays within its rights on such a kcp too.
 //
 // Design note with the measured facts and the tests that show them:
 // docs/design/tenant-credentials.md.

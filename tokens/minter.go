@@ -245,8 +245,26 @@ func (m *Minter) Ensure(ctx context.Context, ws client.Client, cluster logicalcl
 // still refuses once the binding has had PropagationTimeout to take effect, the gate is
 // off and the binding falls back to the provider workspace's Group subject. The answer
 // holds for the Minter's lifetime (the gate is a server flag).
+//
+// A requester binding that already names the group subject is a previous Minter's
+// finding, and is kept: probing would rebind it to the User subject, and kcp's
+// authorizer, still seeing the group binding for a moment, would grant the token and
+// make the probe report the gate on when it is off.
 func (m *Minter) ensureDetectingGate(ctx context.Context, ws client.Client, cluster logicalcluster.Name, id Identity) (*Credential, error) {
 	log := logr.FromContextOrDiscard(ctx)
+	// Any error reading it (none there, a claim not accepted) is left to ensure below,
+	// which reports it the usual way.
+	existing := &rbacv1.ClusterRoleBinding{}
+	if err := ws.Get(ctx, client.ObjectKey{Name: m.requesterName()}, existing); err == nil &&
+		equality.Semantic.DeepEqual(existing.Subjects, id.Subjects(false)) {
+		cred, err := m.ensure(ctx, ws, cluster, id.Subjects(false))
+		if err != nil {
+			return nil, fmt.Errorf("tokens: workspace %s: %w", cluster, err)
+		}
+		m.setGlobal(false)
+		log.V(1).Info("keeping the provider workspace's group subject a previous run chose: kcp lacks the GlobalServiceAccount feature gate", "identity", id.Username)
+		return cred, nil
+	}
 	cred, err := m.ensure(ctx, ws, cluster, id.Subjects(true))
 	if err == nil {
 		m.setGlobal(true)

@@ -46,7 +46,15 @@ type Options struct {
 	WaitingReason string
 	// ClientOptions tune the clients handed out (QPS, burst).
 	Tune func(*rest.Config)
+	// DeniedRetry is how long a denied request stands before it is withdrawn and
+	// ordered again, doubling with each denial in a row up to an hour. A platform's
+	// denial is final for that request, but its reason (quota, policy, capacity) often
+	// is not. Default 10 × RetryInterval.
+	DeniedRetry time.Duration
 }
+
+// maxDeniedRetry caps the backoff between orders of a request that keeps being denied.
+const maxDeniedRetry = time.Hour
 
 // Key names one tenant's request: the library's reconcile.Request (its Name and
 // Namespace derive the request name and labels) and the tenant identity (which derives
@@ -60,10 +68,29 @@ type Key struct {
 type Requester struct {
 	opts     Options
 	platform client.Client
-	lib      advanced.ClusterAccessReconciler
+	// lib orders and reads; release only deletes. They are two instances of the
+	// library because it remembers, per tenant (its reconcile.Request), that a
+	// deletion started and, until one finishes in the same process, refuses to create
+	// anything for that tenant. In this runtime a tenant outlives its objects (a
+	// workspace's next object, a recreated one, a replica that lost and regained
+	// leadership mid-deletion), and that memory left a promoted object waiting for a
+	// workload cluster that was never ordered. The engine already guarantees what the
+	// memory protects: it orders only for an admitted object that is not being deleted.
+	lib, release advanced.ClusterAccessReconciler
 
 	mu    sync.Mutex
 	cache map[types.UID]cachedAccess
+	// denials tracks tenants whose requests were denied, by tenant (denialKey).
+	denials map[string]*denial
+}
+
+// denial is one tenant's run of denied orders.
+type denial struct {
+	since time.Time // when this process first saw the current denial
+	count int       // denials in a row, for the backoff
+	// withdrawing is set while the denied requests are being removed; Ensure orders
+	// them again once they are gone.
+	withdrawing bool
 }
 
 type cachedAccess struct {
@@ -76,6 +103,15 @@ func New(platform client.Client, opts Options) *Requester {
 	if opts.RetryInterval == 0 {
 		opts.RetryInterval = 10 * time.Second
 	}
+	if opts.DeniedRetry == 0 {
+		opts.DeniedRetry = 10 * opts.RetryInterval
+	}
+	return &Requester{opts: opts, platform: platform, lib: newLib(platform, opts), release: newLib(platform, opts),
+		cache: map[types.UID]cachedAccess{}, denials: map[string]*denial{}}
+}
+
+// newLib configures one instance of the clusteraccess library.
+func newLib(platform client.Client, opts Options) advanced.ClusterAccessReconciler {
 	lib := advanced.NewClusterAccessReconciler(platform, opts.ControllerName).
 		WithRetryInterval(opts.RetryInterval).
 		Register(opts.Registration)
@@ -85,7 +121,7 @@ func New(platform client.Client, opts Options) *Requester {
 			return by, purpose, opts.Labels(req)
 		})
 	}
-	return &Requester{opts: opts, platform: platform, lib: lib, cache: map[types.UID]cachedAccess{}}
+	return lib
 }
 
 // NamespaceFromIdentity is the library namespace generator for requests in the tenant's
@@ -109,6 +145,19 @@ func libContext(ctx context.Context) context.Context {
 // generation. While it is not, the error is a *WaitingError.
 func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error) {
 	lctx := libContext(ctx)
+	if d := r.denial(key); d != nil && d.withdrawing {
+		done, err := r.Release(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("withdrawing denied %s access: %w", r.opts.Registration.ID(), err)
+		}
+		if !done {
+			return nil, &WaitingError{Reason: r.opts.WaitingReason, RequeueAfter: r.opts.RetryInterval,
+				Message: "withdrawing the denied request to order it again"}
+		}
+		r.mu.Lock()
+		d.withdrawing = false
+		r.mu.Unlock()
+	}
 	res, err := r.lib.Reconcile(lctx, key.Request, key.Identity)
 	if err != nil {
 		return nil, fmt.Errorf("ordering %s access: %w", r.opts.Registration.ID(), err)
@@ -123,8 +172,7 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 			return nil, fmt.Errorf("reading ClusterRequest: %w", err)
 		}
 		if cr != nil && cr.Status.IsDenied() {
-			return nil, &WaitingError{Reason: r.opts.DeniedReason, Final: true, RequeueAfter: 10 * r.opts.RetryInterval,
-				Message: fmt.Sprintf("ClusterRequest %s/%s was denied: %s", cr.Namespace, cr.Name, deniedMessage(cr.Status.Conditions))}
+			return nil, r.denied(key, fmt.Sprintf("ClusterRequest %s/%s was denied: %s", cr.Namespace, cr.Name, deniedMessage(cr.Status.Conditions)))
 		}
 	}
 	ar, err := r.accessRequest(lctx, key)
@@ -132,8 +180,7 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 		return nil, fmt.Errorf("reading AccessRequest: %w", err)
 	}
 	if ar != nil && ar.Status.IsDenied() {
-		return nil, &WaitingError{Reason: r.opts.DeniedReason, Final: true, RequeueAfter: 10 * r.opts.RetryInterval,
-			Message: fmt.Sprintf("AccessRequest %s/%s was denied: %s", ar.Namespace, ar.Name, deniedMessage(ar.Status.Conditions))}
+		return nil, r.denied(key, fmt.Sprintf("AccessRequest %s/%s was denied: %s", ar.Namespace, ar.Name, deniedMessage(ar.Status.Conditions)))
 	}
 	if res.RequeueAfter > 0 || ar == nil || !ar.Status.IsGranted() || ar.Status.ObservedGeneration != ar.Generation {
 		what := "access to the " + id + " cluster"
@@ -143,14 +190,50 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 		return nil, &WaitingError{Reason: r.opts.WaitingReason, RequeueAfter: r.opts.RetryInterval,
 			Message: "waiting for the platform to grant " + what}
 	}
+	r.mu.Lock()
+	delete(r.denials, denialKey(key))
+	r.mu.Unlock()
 	return r.fromAccessRequest(ctx, ar)
+}
+
+func denialKey(key Key) string { return key.Request.String() + "|" + key.Identity.String() }
+
+func (r *Requester) denial(key Key) *denial {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.denials[denialKey(key)]
+}
+
+// denied records a denial and returns what the tenant reads. Once the denial has stood
+// for the backoff, the requests are withdrawn (on the next Ensure) and ordered again.
+func (r *Requester) denied(key Key, msg string) error {
+	now := time.Now()
+	r.mu.Lock()
+	d, ok := r.denials[denialKey(key)]
+	if !ok || d.since.IsZero() {
+		if !ok {
+			d = &denial{}
+			r.denials[denialKey(key)] = d
+		}
+		d.since, d.count = now, d.count+1
+	}
+	wait := min(r.opts.DeniedRetry<<min(d.count-1, 16), maxDeniedRetry)
+	retryAt := d.since.Add(wait)
+	if !now.Before(retryAt) {
+		// Withdraw on the next Ensure; the next denial starts a new wait.
+		d.withdrawing, d.since = true, time.Time{}
+		retryAt = now
+	}
+	r.mu.Unlock()
+	return &WaitingError{Reason: r.opts.DeniedReason, Final: true, RequeueAfter: max(time.Until(retryAt), r.opts.RetryInterval),
+		Message: fmt.Sprintf("%s; ordering it again at %s", msg, retryAt.UTC().Format(time.RFC3339))}
 }
 
 // Release deletes the tenant's requests. It reports done once they are gone.
 func (r *Requester) Release(ctx context.Context, key Key) (bool, error) {
 	lctx := libContext(ctx)
 	ar, _ := r.accessRequest(lctx, key)
-	res, err := r.lib.ReconcileDelete(lctx, key.Request, key.Identity)
+	res, err := r.release.ReconcileDelete(lctx, key.Request, key.Identity)
 	if err != nil {
 		return false, fmt.Errorf("releasing %s access: %w", r.opts.Registration.ID(), err)
 	}

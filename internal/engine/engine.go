@@ -179,6 +179,11 @@ func (e *Engine[T]) delete(ctx context.Context, t Target[T], pc provider.Provide
 	if !controllerutil.ContainsFinalizer(obj, e.opts.Finalizer) {
 		return reconcile.Result{}, nil
 	}
+	if held, err := e.stillHeld(ctx, t); err != nil {
+		return reconcile.Result{}, err
+	} else if !held {
+		return reconcile.Result{}, errGone
+	}
 	if pcErr != nil {
 		// Without its configuration the provider cannot tell what to remove; keep the
 		// finalizer and say why, rather than tearing down blindly.
@@ -234,6 +239,24 @@ func (e *Engine[T]) delete(ctx context.Context, t Target[T], pc provider.Provide
 		return reconcile.Result{}, fmt.Errorf("removing finalizer: %w", err)
 	}
 	return reconcile.Result{}, errGone
+}
+
+// stillHeld reads the object past the cache and reports whether it still carries our
+// finalizer. The cache keeps a released object until the watch delivers its deletion,
+// and a reconcile queued meanwhile (a platform event maps to every object of the
+// tenant) would otherwise release the tenant's accesses again, after its successor in
+// the workspace, or a recreated object of the same name, had already ordered new ones.
+// Once this read sees the finalizer, nobody else can remove it before this reconcile
+// ends: a key is never reconciled twice at once.
+func (e *Engine[T]) stillHeld(ctx context.Context, t Target[T]) (bool, error) {
+	live := e.opts.NewObject()
+	if err := t.Cluster.GetAPIReader().Get(ctx, client.ObjectKeyFromObject(t.Object), live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("reading %s past the cache: %w", client.ObjectKeyFromObject(t.Object), err)
+	}
+	return live.GetUID() == t.Object.GetUID() && controllerutil.ContainsFinalizer(live, e.opts.Finalizer), nil
 }
 
 // resolve orders and returns every cluster the provider needs.

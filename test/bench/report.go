@@ -105,7 +105,7 @@ func (r *report) markdown() string {
 func (r *report) kcpSection(w func(string, ...any)) {
 	w("## kcp mode: scale across tenant workspaces")
 	w("")
-	w("A fresh kcp v0.30.0 per size. Setup (not measured): the workspaces are created and bind the export. " +
+	w("A fresh kcp v0.30.0 (with the fix of kcp-dev/kcp#3855, docs/design/test-kcp-patch.md) per size. Setup (not measured): the workspaces are created and bind the export. " +
 		"Measured: the floor, then the runtime. Every tenant creates one Widget at once; time runs from the first " +
 		"creation to the last Ready (seen by a watch of the benchmark's own through the virtual workspace).")
 	w("")

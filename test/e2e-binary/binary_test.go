@@ -24,8 +24,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/examples/echo"
@@ -58,7 +56,7 @@ var (
 // apply the sample manifests of config/.
 func TestBinary(t *testing.T) {
 	ctx := t.Context()
-	log.SetLogger(zap.New(zap.WriteTo(testWriter{t})))
+	harness.LogToTest(t)
 	testStart := time.Now()
 	bin := buildBinary(t)
 	dir := t.TempDir()
@@ -448,11 +446,4 @@ func background(ctx context.Context, t *testing.T, what string, fn func(context.
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }

@@ -19,8 +19,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -258,11 +256,11 @@ func (l *logBuffer) tail(n int) string {
 	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }
 
-// captureLogs routes controller-runtime's global logger into a buffer. Logging to t
-// directly would panic when a goroutine logs after the test has finished.
+// captureLogs routes controller-runtime's global logger into a buffer for the rest of
+// the test.
 func captureLogs(t *testing.T) *logBuffer {
 	t.Helper()
 	l := &logBuffer{}
-	ctrllog.SetLogger(zap.New(zap.WriteTo(l)))
+	harness.LogTo(t, l)
 	return l
 }

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kcp-dev/logicalcluster/v3"
 	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
+	tenancyv1alpha1 "github.com/kcp-dev/sdk/apis/tenancy/v1alpha1"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,7 +24,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -32,8 +33,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
@@ -80,12 +79,34 @@ type tenant struct {
 	c    client.Client // admin, widget types
 }
 
-// TestRuntimeKCPMode serves the widget provider (the same code as the standard-mode
-// tests) into three kcp workspaces and checks what tenants and operators would.
-func TestRuntimeKCPMode(t *testing.T) {
-	ctx := t.Context()
-	log.SetLogger(zap.New(zap.WriteTo(testWriter{t})))
+// kcpEnv is kcp mode running in-process: kcp, a platform and a workload API server,
+// the local platform granting workload clusters, and the widget runtime with spec.kcp
+// pointing at the provider workspace.
+type kcpEnv struct {
+	k        *harness.KCP
+	pf, wl   client.Client
+	scheme   *runtime.Scheme
+	rt       *builder.Runtime[*widget.Widget]
+	kcpSpec  *v1alpha1.KCP
+	platform *harness.APIServer
+	workload *harness.APIServer
+}
 
+// setConfig writes the widget ProviderConfig.
+func (e *kcpEnv) setConfig(ctx context.Context, t testing.TB, greeting string, kcp *v1alpha1.KCP) {
+	t.Helper()
+	pc := &widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: spName}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, e.pf, pc, func() error {
+		pc.Spec.Greeting, pc.Spec.KCP = greeting, kcp
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startKCPEnv starts everything and waits until kcp mode runs.
+func startKCPEnv(ctx context.Context, t *testing.T, opts builder.Options) *kcpEnv {
+	t.Helper()
 	k := harness.StartKCP(t, harness.WithFeatureGates("GlobalServiceAccount=true"))
 	widgetCRD, configCRD, err := widget.CRDs()
 	if err != nil {
@@ -94,8 +115,8 @@ func TestRuntimeKCPMode(t *testing.T) {
 	platform := harness.StartAPIServer(t, harness.PurposePlatform, harness.WithCRDs(configCRD))
 	workloadSrv := harness.StartAPIServer(t, harness.PurposeWorkload)
 	scheme := spScheme(t)
-	pf := newClient(t, platform.Config, scheme)
-	wl := newClient(t, workloadSrv.Config, scheme)
+	e := &kcpEnv{k: k, platform: platform, workload: workloadSrv, scheme: scheme,
+		pf: newClient(t, platform.Config, scheme), wl: newClient(t, workloadSrv.Config, scheme)}
 
 	lp, err := localplatform.New(platform.Config, localplatform.Options{})
 	if err != nil {
@@ -109,17 +130,16 @@ func TestRuntimeKCPMode(t *testing.T) {
 	// The provider workspace, the runtime's identity there with exactly the shipped
 	// RBAC, and its kubeconfig in the Secret spec.kcp names.
 	k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "provider")
-	provider := k.ClientFor(t, logicalcluster.NewPath(providerWS))
-	applyYAML(ctx, t, provider, "../../config/kcp/runtime-rbac.yaml")
+	applyYAML(ctx, t, k.ClientFor(t, logicalcluster.NewPath(providerWS)), "../../config/kcp/runtime-rbac.yaml")
 	kubeconfig := serviceAccountKubeconfig(ctx, t, k, providerWS, "kcp-serviceprovider", "runtime")
-	if err := pf.Create(ctx, &corev1.Secret{
+	if err := e.pf.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: kcpSecretNS, Name: kcpSecretName},
 		Data:       map[string][]byte{"kubeconfig": kubeconfig},
 	}); err != nil {
 		t.Fatal(err)
 	}
 
-	rt, err := builder.ServiceProvider[*widget.Widget](spName, scheme).
+	e.rt, err = builder.ServiceProvider[*widget.Widget](spName, scheme).
 		For(&widget.Widget{}).
 		WithProviderConfig(&widget.WidgetConfig{}).
 		WorkloadCluster(true, spWorkloadPermissions).
@@ -129,28 +149,33 @@ func TestRuntimeKCPMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	background(ctx, t, "runtime", func(ctx context.Context) error {
-		return rt.Start(ctx, builder.Options{Platform: platform.Config, Namespace: "default", RetryInterval: time.Second})
-	})
-
-	kcpSpec := &v1alpha1.KCP{ProviderWorkspace: providerWS, KubeconfigSecret: v1alpha1.SecretReference{Name: kcpSecretName, Namespace: kcpSecretNS}}
-	setConfig := func(t *testing.T, greeting string, kcp *v1alpha1.KCP) {
-		t.Helper()
-		pc := &widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: spName}}
-		if _, err := controllerutil.CreateOrUpdate(ctx, pf, pc, func() error {
-			pc.Spec.Greeting, pc.Spec.KCP = greeting, kcp
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
+	opts.Platform, opts.Namespace = platform.Config, "default"
+	if opts.RetryInterval == 0 {
+		opts.RetryInterval = time.Second
 	}
-	setConfig(t, "hello", kcpSpec)
+	background(ctx, t, "runtime", func(ctx context.Context) error { return e.rt.Start(ctx, opts) })
+
+	e.kcpSpec = &v1alpha1.KCP{ProviderWorkspace: providerWS, KubeconfigSecret: v1alpha1.SecretReference{Name: kcpSecretName, Namespace: kcpSecretNS}}
+	e.setConfig(ctx, t, "hello", e.kcpSpec)
 	poll(ctx, t, 2*time.Minute, "kcp mode running", func(context.Context) error {
-		if !rt.KCPActive() {
+		if !e.rt.KCPActive() {
 			return errors.New("not yet")
 		}
 		return nil
 	})
+	return e
+}
+
+// TestRuntimeKCPMode serves the widget provider (the same code as the standard-mode
+// tests) into three kcp workspaces and checks what tenants and operators would.
+func TestRuntimeKCPMode(t *testing.T) {
+	ctx := t.Context()
+	harness.LogToTest(t)
+	// A fast orphan sweep, so that the unbinding tenant's leftovers go within the test
+	// and a kcp restart is shown not to trigger it.
+	e := startKCPEnv(ctx, t, builder.Options{SweepInterval: 2 * time.Second})
+	k, pf, wl, scheme, rt, kcpSpec := e.k, e.pf, e.wl, e.scheme, e.rt, e.kcpSpec
+	setConfig := func(t *testing.T, greeting string, kcp *v1alpha1.KCP) { e.setConfig(ctx, t, greeting, kcp) }
 
 	// Three tenants bind the export, accepting exactly the runtime's claims, narrowed
 	// to what it labels as its own.
@@ -191,6 +216,15 @@ func TestRuntimeKCPMode(t *testing.T) {
 			_, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, spName+"-workload", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
 			if !apierrors.IsForbidden(err) {
 				t.Errorf("tenant %d: worker minting tokens: want forbidden, got %v", i+1, err)
+			}
+			// On the shared workload cluster the worker's credential is worth nothing:
+			// it cannot read the neighbour's kubeconfig Secret there.
+			onWorkload := &rest.Config{Host: e.workload.Config.Host, BearerToken: cfg.BearerToken,
+				TLSClientConfig: rest.TLSClientConfig{CAData: e.workload.Config.CAData}}
+			nns := cluster.KCPIdentity(neighbour.lc.String()).TenantNamespace()
+			err = newClient(t, onWorkload, scheme).Get(ctx, client.ObjectKey{Namespace: nns, Name: "widget-kubeconfig"}, &corev1.Secret{})
+			if !apierrors.IsUnauthorized(err) && !apierrors.IsForbidden(err) {
+				t.Errorf("tenant %d: worker reading its neighbour's kubeconfig Secret on the workload cluster: want denied, got %v", i+1, err)
 			}
 		}
 	})
@@ -301,7 +335,88 @@ func TestRuntimeKCPMode(t *testing.T) {
 		if !rt.KCPActive() {
 			t.Error("kcp mode stopped after a tenant unbound")
 		}
+		// Its object can no longer be seen, so the orphan sweep removes what the
+		// runtime ordered for it on the platform.
+		poll(ctx, t, time.Minute, "platform requests of the unbound workspace swept", func(ctx context.Context) error {
+			if n := platformRequests(ctx, t, pf, gone.lc); n != 0 {
+				return fmt.Errorf("%d requests left", n)
+			}
+			return nil
+		})
 	})
+
+	t.Run("a kcp restart is survived without restarting the runtime", func(t *testing.T) {
+		tn := tenants[0]
+		before := requestUIDs(ctx, t, pf, tn.lc)
+		k.Restart(t)
+		// An existing tenant's change is served again...
+		second := client.ObjectKey{Namespace: "default", Name: "second"}
+		patch(ctx, t, tn.c, second, func(w *widget.Widget) { w.Spec.Color = "purple" })
+		wantConfigMap(ctx, t, wl, tn.lc, "ciao", "purple")
+		waitReady(ctx, t, tn.c, second)
+		// ...and a workspace bound after the restart is picked up.
+		path, lc := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "tenant-after-restart")
+		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
+		c := newClient(t, k.ConfigFor(path), scheme)
+		newWidget(ctx, t, c, "main", "orange")
+		waitReady(ctx, t, c, main)
+		wantConfigMap(ctx, t, wl, lc, "ciao", "orange")
+		if !rt.KCPActive() {
+			t.Error("kcp mode stopped after the kcp restart")
+		}
+		// Nothing was swept or re-ordered while kcp was away.
+		if after := requestUIDs(ctx, t, pf, tn.lc); !slices.Equal(before, after) {
+			t.Errorf("the tenant's platform requests changed across the restart: %v, then %v", before, after)
+		}
+	})
+
+	t.Run("deleting a whole workspace is not blocked by the runtime and leaves nothing", func(t *testing.T) {
+		tn := tenants[0]
+		root := k.ClientFor(t, logicalcluster.NewPath("root"))
+		if err := root.Delete(ctx, &tenancyv1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: tn.path.Base()}}); err != nil {
+			t.Fatal(err)
+		}
+		poll(ctx, t, 3*time.Minute, "workspace "+tn.path.String()+" deleted", func(ctx context.Context) error {
+			ws := &tenancyv1alpha1.Workspace{}
+			if err := root.Get(ctx, client.ObjectKey{Name: tn.path.Base()}, ws); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (%v): %+v", err, ws.Status.Conditions)
+			}
+			return nil
+		})
+		poll(ctx, t, time.Minute, "platform requests of the deleted workspace removed", func(ctx context.Context) error {
+			if n := platformRequests(ctx, t, pf, tn.lc); n != 0 {
+				return fmt.Errorf("%d requests left", n)
+			}
+			return nil
+		})
+	})
+}
+
+// platformRequests counts the AccessRequests and ClusterRequests ordered for a workspace.
+func platformRequests(ctx context.Context, t testing.TB, pf client.Client, lc logicalcluster.Name) int {
+	return len(requestUIDs(ctx, t, pf, lc))
+}
+
+// requestUIDs lists the UIDs of the requests ordered for a workspace, sorted.
+func requestUIDs(ctx context.Context, t testing.TB, pf client.Client, lc logicalcluster.Name) []string {
+	t.Helper()
+	sel := client.MatchingLabels{workspaces.LogicalClusterLabel: lc.String()}
+	ars, crs := &clustersv1alpha1.AccessRequestList{}, &clustersv1alpha1.ClusterRequestList{}
+	if err := pf.List(ctx, ars, sel); err != nil {
+		t.Fatal(err)
+	}
+	if err := pf.List(ctx, crs, sel); err != nil {
+		t.Fatal(err)
+	}
+	var uids []string
+	for _, o := range ars.Items {
+		uids = append(uids, string(o.UID))
+	}
+	for _, o := range crs.Items {
+		uids = append(uids, string(o.UID))
+	}
+	slices.Sort(uids)
+	return uids
 }
 
 func acceptedClaims() []apisv1alpha2.AcceptablePermissionClaim {
@@ -368,38 +483,25 @@ func deleteAndWait(ctx context.Context, t testing.TB, c client.Client, key clien
 
 func waitReady(ctx context.Context, t testing.TB, c client.Client, key client.ObjectKey) *widget.Widget {
 	t.Helper()
-	var got *widget.Widget
-	poll(ctx, t, 2*time.Minute, key.String()+" Ready", func(ctx context.Context) error {
-		w := &widget.Widget{}
-		if err := c.Get(ctx, key, w); err != nil {
-			return err
-		}
-		got = w
-		cond := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady)
-		if cond == nil || cond.Status != metav1.ConditionTrue || w.Status.ObservedGeneration != w.Generation {
-			return fmt.Errorf("status %+v", w.Status)
-		}
-		return nil
-	})
-	return got
+	poll(ctx, t, 2*time.Minute, key.String()+" Ready", func(ctx context.Context) error { return readyErr(ctx, c, key) })
+	w := &widget.Widget{}
+	if err := c.Get(ctx, key, w); err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 func waitReason(ctx context.Context, t testing.TB, c client.Client, key client.ObjectKey, reason string) string {
 	t.Helper()
-	var msg string
-	poll(ctx, t, 2*time.Minute, key.String()+" "+reason, func(ctx context.Context) error {
-		w := &widget.Widget{}
-		if err := c.Get(ctx, key, w); err != nil {
-			return err
-		}
-		cond := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady)
-		if cond == nil || cond.Reason != reason {
-			return fmt.Errorf("status %+v", w.Status)
-		}
-		msg = cond.Message
-		return nil
-	})
-	return msg
+	poll(ctx, t, 2*time.Minute, key.String()+" "+reason, func(ctx context.Context) error { return reasonErr(ctx, c, key, reason) })
+	w := &widget.Widget{}
+	if err := c.Get(ctx, key, w); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(w.Status.Conditions, v1alpha1.ConditionReady); c != nil {
+		return c.Message
+	}
+	return ""
 }
 
 // workerConfig reads the kubeconfig the provider handed the tenant's worker.
@@ -500,12 +602,8 @@ func applyYAML(ctx context.Context, t testing.TB, c client.Client, file string) 
 
 func poll(ctx context.Context, t testing.TB, timeout time.Duration, what string, cond func(context.Context) error) {
 	t.Helper()
-	var last error
-	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		last = cond(ctx)
-		return last == nil, nil
-	}); err != nil {
-		t.Fatalf("%s: not reached within %s: %v", what, timeout, last)
+	if err := until(ctx, timeout, cond); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 }
 
@@ -519,11 +617,4 @@ func background(ctx context.Context, t *testing.T, what string, fn func(context.
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
 }

@@ -153,6 +153,8 @@ func StartAPIServer(t testing.TB, purpose string, opts ...APIServerOption) *APIS
 		logTail(t, purpose+" kube-apiserver", apiServerLog.Name())
 		t.Fatalf("starting %s API server: %v", purpose, err)
 	}
+	// As for kcp: the tests' own clients must not wait on client-go's default 5 QPS.
+	s.Config.QPS, s.Config.Burst = 100, 200
 	s.Client, err = client.New(s.Config, client.Options{Scheme: s.env.Scheme})
 	if err != nil {
 		t.Fatalf("client for %s API server: %v", purpose, err)

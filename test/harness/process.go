@@ -102,5 +102,12 @@ func (p *process) stop(grace time.Duration) error {
 		return fmt.Errorf("killing process group %d: %w", pgid, err)
 	}
 	<-p.done
-	return fmt.Errorf("process group %d did not stop within %s and was killed", pgid, grace)
+	return fmt.Errorf("process group %d %w", pgid, &killedError{grace: grace})
+}
+
+// killedError says a process did not stop within its grace period and was killed.
+type killedError struct{ grace time.Duration }
+
+func (e *killedError) Error() string {
+	return fmt.Sprintf("did not stop within %s and was killed", e.grace)
 }

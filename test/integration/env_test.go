@@ -15,8 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
@@ -60,7 +58,7 @@ func scheme(t testing.TB) *runtime.Scheme {
 // tenant named in deny) and the runtime.
 func startEnv(ctx context.Context, t *testing.T, controlPlanes []string, deny map[string]bool) *env {
 	t.Helper()
-	log.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})))
+	harness.LogToTest(t)
 	widgetCRD, configCRD, err := widget.CRDs()
 	if err != nil {
 		t.Fatal(err)
@@ -138,13 +136,6 @@ func runInBackground(ctx context.Context, t *testing.T, what string, fn func(con
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
 }
 
 // eventually polls cond until it returns nil or the deadline passes; the last error

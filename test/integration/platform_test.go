@@ -19,8 +19,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
@@ -35,7 +33,7 @@ import (
 // the only cluster. The assertions are what an operator reads there.
 func TestPlatformServiceMode(t *testing.T) {
 	ctx := t.Context()
-	log.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})))
+	harness.LogToTest(t)
 	widgetCRD, configCRD, err := widget.CRDs()
 	if err != nil {
 		t.Fatal(err)

@@ -17,8 +17,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
@@ -54,6 +52,9 @@ type envOptions struct {
 	// runtimePlatform, when set, is the platform config the runtime uses instead of
 	// the admin's (e.g. a ServiceAccount with the shipped role).
 	runtimePlatform *rest.Config
+	// proxyWorkload puts a proxy (env.workloadProxy) in front of the workload cluster
+	// in the kubeconfigs the platform hands out, so a test can make it unreachable.
+	proxyWorkload bool
 }
 
 // env is one standard-mode platform with the local platform running; the runtime is
@@ -64,6 +65,8 @@ type env struct {
 	// Admin clients knowing the widget types.
 	pf, ob, wl, mcpc client.Client
 	opts             envOptions
+	// workloadProxy is set with envOptions.proxyWorkload.
+	workloadProxy *harness.Proxy
 }
 
 func scheme(t testing.TB) *runtime.Scheme {
@@ -78,7 +81,7 @@ func scheme(t testing.TB) *runtime.Scheme {
 
 func startEnv(ctx context.Context, t *testing.T, opts envOptions) *env {
 	t.Helper()
-	log.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(testWriter{t})))
+	harness.LogToTest(t)
 	widgetCRD, configCRD, err := widget.CRDs()
 	if err != nil {
 		t.Fatal(err)
@@ -100,8 +103,12 @@ func startEnv(ctx context.Context, t *testing.T, opts envOptions) *env {
 			t.Fatal(err)
 		}
 	}
+	workloadCfg := e.workload.Config
+	if opts.proxyWorkload {
+		e.workloadProxy, workloadCfg = harness.StartProxy(t, e.workload.Config)
+	}
 	for _, tc := range []localplatform.TargetCluster{
-		{Name: "workload", Purposes: []string{clustersv1alpha1.PURPOSE_WORKLOAD}, Config: e.workload.Config},
+		{Name: "workload", Purposes: []string{clustersv1alpha1.PURPOSE_WORKLOAD}, Config: workloadCfg},
 		{Name: "mcp", Purposes: []string{clustersv1alpha1.PURPOSE_MCP}, Config: e.mcp.Config},
 	} {
 		if err := lp.AddCluster(tc); err != nil {
@@ -128,6 +135,19 @@ func startEnv(ctx context.Context, t *testing.T, opts envOptions) *env {
 // minus the process boundary).
 func (e *env) startRuntime(ctx context.Context, t *testing.T) (stop func()) {
 	t.Helper()
+	o := e.opts.runtime
+	o.Platform, o.Onboarding = e.platform.Config, e.onboarding.Config
+	if e.opts.runtimePlatform != nil {
+		o.Platform = e.opts.runtimePlatform
+	}
+	rt := newRuntime(t)
+	o = withTestDefaults(o)
+	return runInBackground(ctx, t, "runtime", func(ctx context.Context) error { return rt.Start(ctx, o) })
+}
+
+// newRuntime builds the widget runtime every test here runs.
+func newRuntime(t testing.TB) *builder.Runtime[*widget.Widget] {
+	t.Helper()
 	rt, err := builder.ServiceProvider[*widget.Widget](providerName, scheme(t)).
 		For(&widget.Widget{}).
 		WithProviderConfig(&widget.WidgetConfig{}).
@@ -137,11 +157,11 @@ func (e *env) startRuntime(ctx context.Context, t *testing.T) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := e.opts.runtime
-	o.Platform, o.Onboarding = e.platform.Config, e.onboarding.Config
-	if e.opts.runtimePlatform != nil {
-		o.Platform = e.opts.runtimePlatform
-	}
+	return rt
+}
+
+// withTestDefaults fills what the tests leave open: fast retries, no metrics port.
+func withTestDefaults(o builder.Options) builder.Options {
 	if o.Namespace == "" {
 		o.Namespace = "default"
 	}
@@ -151,7 +171,7 @@ func (e *env) startRuntime(ctx context.Context, t *testing.T) (stop func()) {
 	if o.MetricsBindAddress == "" {
 		o.MetricsBindAddress = "0"
 	}
-	return runInBackground(ctx, t, "runtime", func(ctx context.Context) error { return rt.Start(ctx, o) })
+	return o
 }
 
 // runInBackground runs fn until the returned stop is called or the test ends, and
@@ -168,13 +188,6 @@ func runInBackground(ctx context.Context, t *testing.T, what string, fn func(con
 	stop = func() { cancel(); <-done }
 	t.Cleanup(stop)
 	return stop
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
 }
 
 // eventually polls cond until it returns nil or the deadline passes; the last error

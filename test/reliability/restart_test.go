@@ -14,15 +14,14 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
 
-// TestRuntimeStoppedMidCreateAndMidDelete: the runtime is stopped abruptly (context
-// cancelled, no cleanup; in-process, so no SIGKILL of a process) once the first of a
-// tenant's requests exists, and again once its deletion started; each time a new
-// runtime takes over. Afterwards there is exactly one of each request and access
+// TestRuntimeKilledMidCreateAndMidDelete: the runtime process gets SIGKILL once the
+// first of a tenant's requests exists, and again once its deletion started; each time
+// a new process takes over. Afterwards there is exactly one of each request and access
 // ServiceAccount while the object lives, and none after it is gone.
-func TestRuntimeStoppedMidCreateAndMidDelete(t *testing.T) {
+func TestRuntimeKilledMidCreateAndMidDelete(t *testing.T) {
 	ctx := t.Context()
 	e := startEnv(ctx, t, envOptions{controlPlanes: []string{"alpha"}})
-	stop := e.startRuntime(ctx, t)
+	rt := e.startRuntimeProcess(t)
 	key := e.createWidget(ctx, t, "alpha")
 	eventually(ctx, t, 60*time.Second, "first request ordered", func(ctx context.Context) error {
 		ars := &clustersv1alpha1.AccessRequestList{}
@@ -34,8 +33,8 @@ func TestRuntimeStoppedMidCreateAndMidDelete(t *testing.T) {
 		}
 		return nil
 	})
-	stop()
-	stop = e.startRuntime(ctx, t)
+	rt.Kill(t)
+	rt = e.startRuntimeProcess(t)
 	e.wantReady(ctx, t, key)
 	want := count{AccessRequests: 2, ClusterRequests: 1, WorkloadServiceAccounts: 1, MCPServiceAccounts: 1}
 	e.wantCounts(ctx, t, providerName, want, 30*time.Second)
@@ -49,8 +48,8 @@ func TestRuntimeStoppedMidCreateAndMidDelete(t *testing.T) {
 		}
 		return nil
 	})
-	stop()
-	e.startRuntime(ctx, t)
+	rt.Kill(t)
+	rt = e.startRuntimeProcess(t)
 	e.wantCounts(ctx, t, providerName, count{}, 60*time.Second)
 	eventually(ctx, t, 30*time.Second, "widget gone", func(ctx context.Context) error {
 		w := &widget.Widget{}
@@ -59,4 +58,7 @@ func TestRuntimeStoppedMidCreateAndMidDelete(t *testing.T) {
 		}
 		return nil
 	})
+	if err := rt.Failed(); err != nil {
+		t.Error(err)
+	}
 }

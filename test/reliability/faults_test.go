@@ -1,0 +1,124 @@
+package reliability
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
+	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+)
+
+// TestWorkloadUnreachableForAWhile: the workload cluster's API stops answering (its
+// connections dropped, new ones closed) while a tenant changes its object. The object
+// says why it is not Ready, the runtime keeps retrying, and the change is installed
+// once the API answers again; the tenant's accesses are neither released nor ordered
+// twice meanwhile.
+func TestWorkloadUnreachableForAWhile(t *testing.T) {
+	ctx := t.Context()
+	e := startEnv(ctx, t, envOptions{controlPlanes: []string{"alpha"}, proxyWorkload: true})
+	e.startRuntime(ctx, t)
+	key := e.createWidget(ctx, t, "alpha")
+	e.wantReady(ctx, t, key)
+	want := count{AccessRequests: 2, ClusterRequests: 1, WorkloadServiceAccounts: 1, MCPServiceAccounts: 1}
+	e.wantCounts(ctx, t, providerName, want, 30*time.Second)
+
+	failedBefore := e.reconcileErrors(ctx, t)
+	e.workloadProxy.Cut()
+	e.patchWidget(ctx, t, key, func(w *widget.Widget) { w.Spec.Color = "green" })
+	msg := e.wantReason(ctx, t, key, v1alpha1.ReasonProviderError)
+	if !strings.Contains(msg, "127.0.0.1") {
+		t.Errorf("message %q does not say which server failed", msg)
+	}
+	// A while of failing, then the API is back.
+	eventually(ctx, t, 30*time.Second, "retries while unreachable", func(ctx context.Context) error {
+		if n := e.reconcileErrors(ctx, t) - failedBefore; n < 3 {
+			return fmt.Errorf("%d failed reconciles so far", n)
+		}
+		return nil
+	})
+	e.workloadProxy.Restore()
+	e.wantReady(ctx, t, key)
+	e.wantWorkloadColor(ctx, t, "alpha", "green")
+	if got := e.counts(ctx, t, providerName); got != want {
+		t.Errorf("accesses after the outage: %+v, want %+v", got, want)
+	}
+}
+
+// TestDeniedAccessOrderedAgain: the platform denies a tenant's access (say, its quota
+// is used up). The object shows the platform's reason; after a backoff the runtime
+// withdraws the denied request and orders it again, so once the platform would grant
+// it the object becomes Ready, with one request of each kind.
+func TestDeniedAccessOrderedAgain(t *testing.T) {
+	ctx := t.Context()
+	var deny atomic.Bool
+	deny.Store(true)
+	e := startEnv(ctx, t, envOptions{controlPlanes: []string{"alpha"}, platform: localplatform.Options{
+		AccessRequestPolicy: func(_ context.Context, ar *clustersv1alpha1.AccessRequest) localplatform.Decision {
+			// Only the workload cluster's access ("--wl"); end-user access is granted.
+			if deny.Load() && strings.HasSuffix(ar.Name, "--wl") {
+				return localplatform.Decision{Deny: true, Reason: "QuotaExceeded", Message: "tenant has no workload quota left"}
+			}
+			return localplatform.Decision{}
+		},
+	}})
+	e.startRuntime(ctx, t)
+	key := e.createWidget(ctx, t, "alpha")
+	msg := e.wantReason(ctx, t, key, v1alpha1.ReasonWorkloadDenied)
+	if !strings.Contains(msg, "tenant has no workload quota left") || !strings.Contains(msg, "ordering it again at") {
+		t.Errorf("message %q does not give the platform's reason and when the runtime tries again", msg)
+	}
+	deny.Store(false)
+	e.wantReady(ctx, t, key)
+	e.wantCounts(ctx, t, providerName, count{AccessRequests: 2, ClusterRequests: 1, WorkloadServiceAccounts: 1, MCPServiceAccounts: 1}, 30*time.Second)
+}
+
+func (e *env) patchWidget(ctx context.Context, t *testing.T, key client.ObjectKey, mutate func(*widget.Widget)) {
+	t.Helper()
+	w := &widget.Widget{}
+	if err := e.ob.Get(ctx, key, w); err != nil {
+		t.Fatal(err)
+	}
+	base := w.DeepCopy()
+	mutate(w)
+	if err := e.ob.Patch(ctx, w, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantWorkloadColor waits for the widget's ConfigMap on the workload cluster.
+func (e *env) wantWorkloadColor(ctx context.Context, t *testing.T, controlPlane, color string) {
+	t.Helper()
+	ns := cluster.StandardIdentity(tenantNamespace, controlPlane).TenantNamespace()
+	eventually(ctx, t, 30*time.Second, "widget ConfigMap "+color, func(ctx context.Context) error {
+		cm := &corev1.ConfigMap{}
+		if err := e.wl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "widget"}, cm); err != nil {
+			return err
+		}
+		if cm.Data["color"] != color {
+			return fmt.Errorf("color %q", cm.Data["color"])
+		}
+		return nil
+	})
+}
+
+// reconcileErrors is the runtime's count of failed standard-mode reconciles so far (the
+// runtime runs in this process, so its metrics are readable directly).
+func (e *env) reconcileErrors(context.Context, *testing.T) int {
+	m := &dto.Metric{}
+	if err := metrics.ReconcilesTotal.WithLabelValues(providerName, string(cluster.ModeStandard), metrics.ResultError).Write(m); err != nil {
+		panic(err)
+	}
+	return int(m.GetCounter().GetValue())
+}
