@@ -58,8 +58,10 @@ type Options struct {
 	// mode, and in kcp mode a running kcp manager that, if it leads, reaches the
 	// virtual workspace (see builder/ops.go).
 	HealthProbeBindAddress string
-	// RetryInterval is how often pending access requests are looked at again (grants also
-	// arrive through watches). Default 10s.
+
+	// RetryInterval is how soon a pending access request is looked at again the first
+	// time; the wait then doubles up to a minute (grants also arrive through watches).
+	// Default 10s.
 	RetryInterval time.Duration
 	// MaxConcurrentReconciles per mode. Default 8.
 	MaxConcurrentReconciles int

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -437,11 +438,28 @@ func (p *Platform) RegisterControlPlane(ctx context.Context, name, namespace, ta
 			return fmt.Errorf("localplatform: ClusterRequest %s/%s already exists for purpose %q and target %q", ns, name, cr.Spec.Purpose, got)
 		}
 	}
-	if _, err := p.ensureClusterRequest(ctx, cr, false); err != nil {
-		return err
-	}
-	if !cr.Status.IsGranted() {
-		return fmt.Errorf("localplatform: ClusterRequest %s/%s is %s, not granted", ns, name, cr.Status.Phase)
+	// A running platform reconciles the new request at the same time, and many
+	// registrations at once contend for the shared Cluster object: read the request
+	// again and retry until it is granted (by either), rather than failing on a
+	// conflict or on the controller's intermediate Pending.
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := p.c.Get(ctx, client.ObjectKeyFromObject(cr), cr); err != nil {
+			return false, fmt.Errorf("localplatform: getting ClusterRequest %s/%s: %w", ns, name, err)
+		}
+		if cr.Status.IsGranted() {
+			return true, nil
+		}
+		if _, last = p.ensureClusterRequest(ctx, cr, false); last != nil {
+			if apierrors.IsConflict(last) {
+				return false, nil
+			}
+			return false, last
+		}
+		return cr.Status.IsGranted(), nil
+	})
+	if err != nil {
+		return fmt.Errorf("localplatform: ClusterRequest %s/%s is %s, not granted: %w (last: %v)", ns, name, cr.Status.Phase, err, last)
 	}
 	return nil
 }

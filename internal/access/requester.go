@@ -35,8 +35,9 @@ type Options struct {
 	// Labels adds labels to the requests, e.g. the tenant's onboarding name or logical
 	// cluster, so that their events can be mapped back to the Service object.
 	Labels func(req reconcile.Request) map[string]string
-	// RetryInterval is how often a pending request is looked at again. Grants also
-	// trigger a reconcile through the engine's watch, so this is a safety net.
+	// RetryInterval is how soon a pending request is looked at again, the first time;
+	// then the wait doubles, up to a minute. Grants also trigger a reconcile through
+	// the engine's watch, so this is a safety net.
 	RetryInterval time.Duration
 	// Scheme for the clients handed out.
 	Scheme *runtime.Scheme
@@ -82,7 +83,16 @@ type Requester struct {
 	cache map[types.UID]cachedAccess
 	// denials tracks tenants whose requests were denied, by tenant (denialKey).
 	denials map[string]*denial
+	// waits counts, per tenant (denialKey), the looks at a pending request in a row,
+	// for the backoff of waitingRetry.
+	waits map[string]int
 }
+
+// maxWaitingRetry caps the backoff between looks at a pending request. The grant
+// itself wakes the tenant through the engine's watch; the looks are a safety net, and
+// at a fixed RetryInterval hundreds of pending tenants kept the work queue full of them
+// (the benchmark at 500 workspaces) and the grants waited behind.
+const maxWaitingRetry = time.Minute
 
 // denial is one tenant's run of denied orders.
 type denial struct {
@@ -107,7 +117,7 @@ func New(platform client.Client, opts Options) *Requester {
 		opts.DeniedRetry = 10 * opts.RetryInterval
 	}
 	return &Requester{opts: opts, platform: platform, lib: newLib(platform, opts), release: newLib(platform, opts),
-		cache: map[types.UID]cachedAccess{}, denials: map[string]*denial{}}
+		cache: map[types.UID]cachedAccess{}, denials: map[string]*denial{}, waits: map[string]int{}}
 }
 
 // newLib configures one instance of the clusteraccess library.
@@ -187,13 +197,25 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 		if ar != nil {
 			what = fmt.Sprintf("AccessRequest %s/%s", ar.Namespace, ar.Name)
 		}
-		return nil, &WaitingError{Reason: r.opts.WaitingReason, RequeueAfter: r.opts.RetryInterval,
+		return nil, &WaitingError{Reason: r.opts.WaitingReason, RequeueAfter: r.waitingRetry(key),
 			Message: "waiting for the platform to grant " + what}
 	}
 	r.mu.Lock()
 	delete(r.denials, denialKey(key))
+	delete(r.waits, denialKey(key))
 	r.mu.Unlock()
 	return r.fromAccessRequest(ctx, ar)
+}
+
+// waitingRetry is when to look at a tenant's pending request again: RetryInterval,
+// doubling with each look in a row, up to maxWaitingRetry (or RetryInterval if that is
+// longer).
+func (r *Requester) waitingRetry(key Key) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.waits[denialKey(key)]
+	r.waits[denialKey(key)] = n + 1
+	return max(min(r.opts.RetryInterval<<min(n, 16), maxWaitingRetry), r.opts.RetryInterval)
 }
 
 func denialKey(key Key) string { return key.Request.String() + "|" + key.Identity.String() }
@@ -240,11 +262,12 @@ func (r *Requester) Release(ctx context.Context, key Key) (bool, error) {
 	if res.RequeueAfter > 0 {
 		return false, nil
 	}
+	r.mu.Lock()
 	if ar != nil {
-		r.mu.Lock()
 		delete(r.cache, ar.UID)
-		r.mu.Unlock()
 	}
+	delete(r.waits, denialKey(key))
+	r.mu.Unlock()
 	return true, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -46,6 +47,16 @@ type Options[T provider.Object] struct {
 	// ProgressInterval is how soon an object in progress is looked at again when the
 	// provider names no interval. Default 5s.
 	ProgressInterval time.Duration
+	// LiveReader returns a reader of the cluster that bypasses every cache (see
+	// stillHeld). Default: a client on the cluster's config, HTTP client and REST
+	// mapper; not GetAPIReader, which kcp's multicluster-provider (v0.8.0) answers
+	// from its cache.
+	LiveReader func(ctrlcluster.Cluster) (client.Reader, error)
+}
+
+// directReader is the default LiveReader.
+func directReader(cl ctrlcluster.Cluster) (client.Reader, error) {
+	return client.New(cl.GetConfig(), client.Options{Scheme: cl.GetScheme(), HTTPClient: cl.GetHTTPClient(), Mapper: cl.GetRESTMapper()})
 }
 
 // Engine reconciles Service objects of one type in one mode.
@@ -59,6 +70,9 @@ type Engine[T provider.Object] struct {
 func New[T provider.Object](opts Options[T], clusters *clusterSet) *Engine[T] {
 	if opts.ProgressInterval == 0 {
 		opts.ProgressInterval = 5 * time.Second
+	}
+	if opts.LiveReader == nil {
+		opts.LiveReader = directReader
 	}
 	return &Engine[T]{opts: opts, clusters: clusters, reported: newReported()}
 }
@@ -249,8 +263,12 @@ func (e *Engine[T]) delete(ctx context.Context, t Target[T], pc provider.Provide
 // Once this read sees the finalizer, nobody else can remove it before this reconcile
 // ends: a key is never reconciled twice at once.
 func (e *Engine[T]) stillHeld(ctx context.Context, t Target[T]) (bool, error) {
+	reader, err := e.opts.LiveReader(t.Cluster)
+	if err != nil {
+		return false, fmt.Errorf("reader past the cache: %w", err)
+	}
 	live := e.opts.NewObject()
-	if err := t.Cluster.GetAPIReader().Get(ctx, client.ObjectKeyFromObject(t.Object), live); err != nil {
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(t.Object), live); err != nil {
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}

@@ -125,6 +125,7 @@ func TestStaleDeletionReleasesNothing(t *testing.T) {
 				Tenancy:        ten,
 				Workload:       wl,
 				Provider:       "widget",
+				LiveReader:     func(c ctrlcluster.Cluster) (ctrlclient.Reader, error) { return c.GetAPIReader(), nil },
 			}, clusters)
 			req := mcreconcile.Request{ClusterName: "ws", Request: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "w"}}}
 			if _, err := e.Reconcile(context.Background(), req); err != nil {
