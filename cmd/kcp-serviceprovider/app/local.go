@@ -480,8 +480,14 @@ func createWorkspace(ctx context.Context, k *localenv.KCP, scheme *runtime.Schem
 		return err
 	}
 	ws := &tenancyv1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := c.Create(ctx, ws); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating workspace %s:%s: %w", parent, name, err)
+	// Right after kcp reports ready, its admission may not know the root workspace
+	// type yet ("parent type cannot be resolved"): refusals are retried for a while.
+	var last error
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		last = c.Create(ctx, &tenancyv1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		return last == nil || apierrors.IsAlreadyExists(last), nil
+	}); err != nil {
+		return fmt.Errorf("creating workspace %s:%s: %w", parent, name, last)
 	}
 	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, ws); err != nil {
