@@ -54,7 +54,11 @@ build_kcp() {
   for p in "$repo"/hack/tools/kcp/patches/*.patch; do
     [ -e "$p" ] || continue
     log "applying $(basename "$p")"
-    patch -d "$patched" -p1 --quiet --forward < "$p"
+    if command -v patch >/dev/null; then
+      patch -d "$patched" -p1 --quiet --forward < "$p"
+    else
+      (cd "$patched" && git apply -p1 "$p")
+    fi
   done
   cp "$repo/hack/tools/kcp/go.mod" "$repo/hack/tools/kcp/go.sum" "$kcp_dir.tmp/mod/"
   go mod edit -replace "github.com/kcp-dev/kcp=$patched" "$kcp_dir.tmp/mod/go.mod"
