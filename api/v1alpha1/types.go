@@ -92,7 +92,7 @@ type SecretReference struct {
 	// Key in the Secret's data holding the kubeconfig.
 	// +kubebuilder:default=kubeconfig
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$') && self != '.' && self != '..'",message="kubeconfigSecret.key must be a Secret data key: letters, digits, '-', '_' and '.', not '.' or '..'"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$') && self != '.' && !self.startsWith('..')",message="kubeconfigSecret.key must be a Secret data key: letters, digits, '-', '_' and '.', not '.' and not starting with '..'"
 	// +optional
 	Key string `json:"key,omitempty"`
 }

@@ -12,9 +12,6 @@ import (
 // workspacePath is the rule of the CRD's x-kubernetes-validations on providerWorkspace.
 var workspacePath = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(:[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 
-// secretKey is the rule on kubeconfigSecret.key.
-var secretKey = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
-
 // Validate checks spec.kcp with the same rules the CRD schema enforces (markers on
 // KCP and SecretReference), so that a ProviderConfig stored under an older or hand-made
 // CRD is refused by the runtime with the same messages instead of failing later with a
@@ -46,8 +43,8 @@ func (k *KCP) Validate() error {
 	if s.Namespace != "" && len(validation.IsDNS1123Label(s.Namespace)) > 0 {
 		errs = append(errs, errors.New("spec.kcp.kubeconfigSecret.namespace must be a namespace name: lowercase letters, digits and '-', at most 63 characters"))
 	}
-	if s.Key != "" && (len(s.Key) > 253 || !secretKey.MatchString(s.Key) || s.Key == "." || s.Key == "..") {
-		errs = append(errs, errors.New("spec.kcp.kubeconfigSecret.key must be a Secret data key: letters, digits, '-', '_' and '.', not '.' or '..'"))
+	if s.Key != "" && len(validation.IsConfigMapKey(s.Key)) > 0 {
+		errs = append(errs, errors.New("spec.kcp.kubeconfigSecret.key must be a Secret data key: letters, digits, '-', '_' and '.', not '.' and not starting with '..'"))
 	}
 	return errors.Join(errs...)
 }

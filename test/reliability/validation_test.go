@@ -49,6 +49,7 @@ func TestMalformedKCPRejected(t *testing.T) {
 		{"namespace with dot", func(k *v1alpha1.KCP) { k.KubeconfigSecret.Namespace = "openmcp.system" }, "kubeconfigSecret.namespace must be a namespace name"},
 		{"key with slash", func(k *v1alpha1.KCP) { k.KubeconfigSecret.Key = "dir/kubeconfig" }, "kubeconfigSecret.key must be a Secret data key"},
 		{"key dot-dot (found by FuzzValidateKCP)", func(k *v1alpha1.KCP) { k.KubeconfigSecret.Key = ".." }, "kubeconfigSecret.key must be a Secret data key"},
+		{"key starting with dot-dot (found by FuzzValidateKCP)", func(k *v1alpha1.KCP) { k.KubeconfigSecret.Key = "..0" }, "kubeconfigSecret.key must be a Secret data key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k := good
