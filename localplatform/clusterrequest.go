@@ -245,15 +245,15 @@ func addFinalizer(ctx context.Context, c client.Client, obj client.Object, fin s
 // controller's exponential backoff, and with many tenants coming and going the backoff
 // of an unlucky request reached minutes.
 func sharedFinalizer(ctx context.Context, c client.Client, obj client.Object, fin string, change func(context.Context, client.Client, client.Object, string) error) error {
-	first := true
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if !first {
-			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-				return err
+		err := change(ctx, c, obj, fin)
+		if apierrors.IsConflict(err) {
+			// Read what won, for the next try.
+			if gerr := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); gerr != nil {
+				return gerr
 			}
 		}
-		first = false
-		return change(ctx, c, obj, fin)
+		return err
 	})
 }
 

@@ -188,9 +188,8 @@ func (t *Tenancy[T]) ReleaseEndUser(ctx context.Context, tg engine.Target[T]) (b
 	return true, nil
 }
 
-// directClient returns the workspace's uncached virtual-workspace client. It shares the
-// cluster's HTTP client and REST mapper, so a workspace costs no new connections and no
-// discovery.
+// directClient returns the workspace's uncached virtual-workspace client
+// (engine.DirectClient), kept per workspace.
 func (t *Tenancy[T]) directClient(tg engine.Target[T]) (client.Client, error) {
 	lc := logicalcluster.Name(tg.ClusterName)
 	t.mu.Lock()
@@ -198,9 +197,7 @@ func (t *Tenancy[T]) directClient(tg engine.Target[T]) (client.Client, error) {
 	if c, ok := t.direct[lc]; ok {
 		return c, nil
 	}
-	c, err := client.New(tg.Cluster.GetConfig(), client.Options{
-		Scheme: t.opts.Scheme, HTTPClient: tg.Cluster.GetHTTPClient(), Mapper: tg.Cluster.GetRESTMapper(),
-	})
+	c, err := engine.DirectClient(tg.Cluster, t.opts.Scheme)
 	if err != nil {
 		return nil, fmt.Errorf("virtual workspace client for %s: %w", lc, err)
 	}

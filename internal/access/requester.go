@@ -81,11 +81,9 @@ type Requester struct {
 
 	mu    sync.Mutex
 	cache map[types.UID]cachedAccess
-	// denials tracks tenants whose requests were denied, by tenant (denialKey).
-	denials map[string]*denial
-	// waits counts, per tenant (denialKey), the looks at a pending request in a row,
-	// for the backoff of waitingRetry.
-	waits map[string]int
+	// tenants holds what is remembered of a tenant between Ensures (by tenantKey):
+	// only tenants whose requests are pending or denied.
+	tenants map[string]*tenantState
 }
 
 // maxWaitingRetry caps the backoff between looks at a pending request. The grant
@@ -94,10 +92,14 @@ type Requester struct {
 // (the benchmark at 500 workspaces) and the grants waited behind.
 const maxWaitingRetry = time.Minute
 
-// denial is one tenant's run of denied orders.
-type denial struct {
-	since time.Time // when this process first saw the current denial
-	count int       // denials in a row, for the backoff
+// tenantState is one tenant's backoffs.
+type tenantState struct {
+	// waits counts the looks at a pending request in a row (waitingRetry).
+	waits int
+	// deniedSince is when this process first saw the current denial; zero when none
+	// stands. denials counts the denials in a row (denied).
+	deniedSince time.Time
+	denials     int
 	// withdrawing is set while the denied requests are being removed; Ensure orders
 	// them again once they are gone.
 	withdrawing bool
@@ -117,7 +119,7 @@ func New(platform client.Client, opts Options) *Requester {
 		opts.DeniedRetry = 10 * opts.RetryInterval
 	}
 	return &Requester{opts: opts, platform: platform, lib: newLib(platform, opts), release: newLib(platform, opts),
-		cache: map[types.UID]cachedAccess{}, denials: map[string]*denial{}, waits: map[string]int{}}
+		cache: map[types.UID]cachedAccess{}, tenants: map[string]*tenantState{}}
 }
 
 // newLib configures one instance of the clusteraccess library.
@@ -155,7 +157,11 @@ func libContext(ctx context.Context) context.Context {
 // generation. While it is not, the error is a *WaitingError.
 func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error) {
 	lctx := libContext(ctx)
-	if d := r.denial(key); d != nil && d.withdrawing {
+	r.mu.Lock()
+	st := r.tenants[tenantKey(key)]
+	withdrawing := st != nil && st.withdrawing
+	r.mu.Unlock()
+	if withdrawing {
 		done, err := r.Release(ctx, key)
 		if err != nil {
 			return nil, fmt.Errorf("withdrawing denied %s access: %w", r.opts.Registration.ID(), err)
@@ -165,7 +171,7 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 				Message: "withdrawing the denied request to order it again"}
 		}
 		r.mu.Lock()
-		d.withdrawing = false
+		r.state(key).withdrawing = false
 		r.mu.Unlock()
 	}
 	res, err := r.lib.Reconcile(lctx, key.Request, key.Identity)
@@ -201,8 +207,7 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 			Message: "waiting for the platform to grant " + what}
 	}
 	r.mu.Lock()
-	delete(r.denials, denialKey(key))
-	delete(r.waits, denialKey(key))
+	delete(r.tenants, tenantKey(key))
 	r.mu.Unlock()
 	return r.fromAccessRequest(ctx, ar)
 }
@@ -213,17 +218,22 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 func (r *Requester) waitingRetry(key Key) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := r.waits[denialKey(key)]
-	r.waits[denialKey(key)] = n + 1
+	st := r.state(key)
+	n := st.waits
+	st.waits++
 	return max(min(r.opts.RetryInterval<<min(n, 16), maxWaitingRetry), r.opts.RetryInterval)
 }
 
-func denialKey(key Key) string { return key.Request.String() + "|" + key.Identity.String() }
+func tenantKey(key Key) string { return key.Request.String() + "|" + key.Identity.String() }
 
-func (r *Requester) denial(key Key) *denial {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.denials[denialKey(key)]
+// state returns the tenant's state, creating it. Call with r.mu held.
+func (r *Requester) state(key Key) *tenantState {
+	st, ok := r.tenants[tenantKey(key)]
+	if !ok {
+		st = &tenantState{}
+		r.tenants[tenantKey(key)] = st
+	}
+	return st
 }
 
 // denied records a denial and returns what the tenant reads. Once the denial has stood
@@ -231,19 +241,14 @@ func (r *Requester) denial(key Key) *denial {
 func (r *Requester) denied(key Key, msg string) error {
 	now := time.Now()
 	r.mu.Lock()
-	d, ok := r.denials[denialKey(key)]
-	if !ok || d.since.IsZero() {
-		if !ok {
-			d = &denial{}
-			r.denials[denialKey(key)] = d
-		}
-		d.since, d.count = now, d.count+1
+	st := r.state(key)
+	if st.deniedSince.IsZero() {
+		st.deniedSince, st.denials = now, st.denials+1
 	}
-	wait := min(r.opts.DeniedRetry<<min(d.count-1, 16), maxDeniedRetry)
-	retryAt := d.since.Add(wait)
+	retryAt := st.deniedSince.Add(min(r.opts.DeniedRetry<<min(st.denials-1, 16), maxDeniedRetry))
 	if !now.Before(retryAt) {
 		// Withdraw on the next Ensure; the next denial starts a new wait.
-		d.withdrawing, d.since = true, time.Time{}
+		st.withdrawing, st.deniedSince = true, time.Time{}
 		retryAt = now
 	}
 	r.mu.Unlock()
@@ -266,7 +271,9 @@ func (r *Requester) Release(ctx context.Context, key Key) (bool, error) {
 	if ar != nil {
 		delete(r.cache, ar.UID)
 	}
-	delete(r.waits, denialKey(key))
+	if st := r.tenants[tenantKey(key)]; st != nil {
+		st.waits = 0
+	}
 	r.mu.Unlock()
 	return true, nil
 }

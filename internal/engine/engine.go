@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -54,9 +55,15 @@ type Options[T provider.Object] struct {
 	LiveReader func(ctrlcluster.Cluster) (client.Reader, error)
 }
 
+// DirectClient returns a client of cl that no cache stands in front of. It shares
+// cl's HTTP client and REST mapper, so it costs no new connections and no discovery.
+func DirectClient(cl ctrlcluster.Cluster, scheme *runtime.Scheme) (client.Client, error) {
+	return client.New(cl.GetConfig(), client.Options{Scheme: scheme, HTTPClient: cl.GetHTTPClient(), Mapper: cl.GetRESTMapper()})
+}
+
 // directReader is the default LiveReader.
 func directReader(cl ctrlcluster.Cluster) (client.Reader, error) {
-	return client.New(cl.GetConfig(), client.Options{Scheme: cl.GetScheme(), HTTPClient: cl.GetHTTPClient(), Mapper: cl.GetRESTMapper()})
+	return DirectClient(cl, cl.GetScheme())
 }
 
 // Engine reconciles Service objects of one type in one mode.

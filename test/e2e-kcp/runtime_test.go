@@ -266,12 +266,8 @@ func TestRuntimeKCPMode(t *testing.T) {
 		if n := countManaged(ctx, t, tn.c); n != 0 {
 			t.Errorf("%d ServiceAccounts/ClusterRoles/ClusterRoleBindings left in the workspace", n)
 		}
-		sel := client.MatchingLabels{workspaces.LogicalClusterLabel: tn.lc.String()}
-		ars, crs := &clustersv1alpha1.AccessRequestList{}, &clustersv1alpha1.ClusterRequestList{}
-		if err := pf.List(ctx, ars, sel); err != nil {
-			t.Fatal(err)
-		}
-		if err := pf.List(ctx, crs, sel); err != nil {
+		ars, crs, err := listRequests(ctx, pf, tn.lc)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if len(ars.Items)+len(crs.Items) != 0 {
@@ -397,15 +393,24 @@ func platformRequests(ctx context.Context, t testing.TB, pf client.Client, lc lo
 	return len(requestUIDs(ctx, t, pf, lc))
 }
 
-// requestUIDs lists the UIDs of the requests ordered for a workspace, sorted.
-func requestUIDs(ctx context.Context, t testing.TB, pf client.Client, lc logicalcluster.Name) []string {
-	t.Helper()
+// listRequests lists the AccessRequests and ClusterRequests ordered for a workspace.
+func listRequests(ctx context.Context, pf client.Client, lc logicalcluster.Name) (*clustersv1alpha1.AccessRequestList, *clustersv1alpha1.ClusterRequestList, error) {
 	sel := client.MatchingLabels{workspaces.LogicalClusterLabel: lc.String()}
 	ars, crs := &clustersv1alpha1.AccessRequestList{}, &clustersv1alpha1.ClusterRequestList{}
 	if err := pf.List(ctx, ars, sel); err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	if err := pf.List(ctx, crs, sel); err != nil {
+		return nil, nil, err
+	}
+	return ars, crs, nil
+}
+
+// requestUIDs lists the UIDs of the requests ordered for a workspace, sorted.
+func requestUIDs(ctx context.Context, t testing.TB, pf client.Client, lc logicalcluster.Name) []string {
+	t.Helper()
+	ars, crs, err := listRequests(ctx, pf, lc)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var uids []string
@@ -470,15 +475,9 @@ func patch(ctx context.Context, t testing.TB, c client.Client, key client.Object
 
 func deleteAndWait(ctx context.Context, t testing.TB, c client.Client, key client.ObjectKey) {
 	t.Helper()
-	if err := c.Delete(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}); err != nil {
-		t.Fatal(err)
+	if err := deleteUntilGone(ctx, c, key); err != nil {
+		t.Fatalf("%s deleted: %v", key, err)
 	}
-	poll(ctx, t, 2*time.Minute, key.String()+" deleted", func(ctx context.Context) error {
-		if err := c.Get(ctx, key, &widget.Widget{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (%v)", err)
-		}
-		return nil
-	})
 }
 
 func waitReady(ctx context.Context, t testing.TB, c client.Client, key client.ObjectKey) *widget.Widget {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/kcp-dev/logicalcluster/v3"
-	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -23,7 +22,6 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
-	"github.com/openmcp-project/kcp-serviceprovider/workspaces"
 )
 
 // Soak size: KSP_SOAK_WORKSPACES (default 8) workspaces churning for KSP_SOAK_DURATION
@@ -124,17 +122,13 @@ func TestSoak(t *testing.T) {
 	// nothing.
 	for i, w := range all {
 		keep := i%2 == 1
-		sel := client.MatchingLabels{workspaces.LogicalClusterLabel: w.lc.String()}
-		ars, crs := &clustersv1alpha1.AccessRequestList{}, &clustersv1alpha1.ClusterRequestList{}
 		wantRequests := 0
 		if keep {
 			wantRequests = 1
 		}
 		poll(ctx, t, time.Minute, fmt.Sprintf("leftovers of workspace %d", i), func(ctx context.Context) error {
-			if err := e.pf.List(ctx, ars, sel); err != nil {
-				return err
-			}
-			if err := e.pf.List(ctx, crs, sel); err != nil {
+			ars, crs, err := listRequests(ctx, e.pf, w.lc)
+			if err != nil {
 				return err
 			}
 			if len(ars.Items) != wantRequests || len(crs.Items) != wantRequests {

@@ -52,9 +52,6 @@ func StartTestChild(t testing.TB, test string, env ...string) *Child {
 // Pid is the child's process id.
 func (c *Child) Pid() int { return c.proc.cmd.Process.Pid }
 
-// Exited reports whether the child has ended.
-func (c *Child) Exited() bool { return c.proc.exited() }
-
 // Kill sends SIGKILL to the child's process group and waits until it is gone. Killing
 // twice does nothing.
 func (c *Child) Kill(t testing.TB) {
