@@ -306,6 +306,7 @@ func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (_ *kcpR
 		Singleton:               true,
 		Restartable:             true,
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
+		WrapCluster:             workspaces.NewSharedDiscovery().Wrap,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kcp mode controller: %w", err)

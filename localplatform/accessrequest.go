@@ -127,7 +127,8 @@ func (p *Platform) resolveTarget(ctx context.Context, ar *clustersv1alpha1.Acces
 		key = ar.Spec.ClusterRef.NamespacedName()
 	case ar.Spec.RequestRef != nil:
 		cr := &clustersv1alpha1.ClusterRequest{}
-		if err := p.c.Get(ctx, ar.Spec.RequestRef.NamespacedName(), cr); err != nil {
+		// From the cache: a grant not seen yet wakes this request through the watch.
+		if err := p.cache.Get(ctx, ar.Spec.RequestRef.NamespacedName(), cr); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, cconst.ReasonInvalidReference, fmt.Sprintf("ClusterRequest %s not found", ar.Spec.RequestRef.NamespacedName()), nil
 			}
@@ -141,8 +142,9 @@ func (p *Platform) resolveTarget(ctx context.Context, ar *clustersv1alpha1.Acces
 		return nil, cconst.ReasonConfigurationProblem, "neither spec.clusterRef nor spec.requestRef is set", nil
 	}
 
+	// Only its target label and profile are read, which never change.
 	c := &clustersv1alpha1.Cluster{}
-	if err := p.c.Get(ctx, key, c); err != nil {
+	if err := p.cache.Get(ctx, key, c); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, cconst.ReasonInvalidReference, fmt.Sprintf("Cluster %s not found", key), nil
 		}

@@ -111,11 +111,11 @@ func (p *Platform) pickTarget(cr *clustersv1alpha1.ClusterRequest) (*target, str
 func (p *Platform) ensureCluster(ctx context.Context, cr *clustersv1alpha1.ClusterRequest, t *target) (*clustersv1alpha1.Cluster, error) {
 	c := &clustersv1alpha1.Cluster{}
 	purposes := t.Purposes
-	if t.Tenancy == clustersv1alpha1.TENANCY_SHARED {
+	shared := t.Tenancy == clustersv1alpha1.TENANCY_SHARED
+	if shared {
 		c.Name, c.Namespace = t.Name, p.opts.Namespace
-		if err := ensureNamespace(ctx, p.c, c.Namespace); err != nil {
-			return nil, fmt.Errorf("on the platform cluster: %w", err)
-		}
+		p.sharedMu.Lock()
+		defer p.sharedMu.Unlock()
 	} else {
 		c.Name, c.Namespace = cr.Name, cr.Namespace
 		purposes = []string{cr.Spec.Purpose}
@@ -124,6 +124,12 @@ func (p *Platform) ensureCluster(ctx context.Context, cr *clustersv1alpha1.Clust
 
 	err := p.c.Get(ctx, client.ObjectKeyFromObject(c), c)
 	if apierrors.IsNotFound(err) {
+		if shared {
+			// Only the first request of a shared target creates its namespace.
+			if err := ensureNamespace(ctx, p.c, c.Namespace); err != nil {
+				return nil, fmt.Errorf("on the platform cluster: %w", err)
+			}
+		}
 		c.Labels = map[string]string{
 			clustersv1alpha1.ProviderLabel: p.opts.ProviderName,
 			TargetLabel:                    t.Name,
@@ -176,6 +182,8 @@ func (p *Platform) releaseClusterRequest(ctx context.Context, cr *clustersv1alph
 		return nil
 	}
 	fin := cr.FinalizerForCluster()
+	p.sharedMu.Lock()
+	defer p.sharedMu.Unlock()
 	list := &clustersv1alpha1.ClusterList{}
 	if err := p.c.List(ctx, list, client.MatchingLabels{clustersv1alpha1.ProviderLabel: p.opts.ProviderName}); err != nil {
 		return fmt.Errorf("listing Clusters: %w", err)

@@ -215,6 +215,14 @@ func TestMinterGlobalServiceAccounts(t *testing.T) {
 		}
 		writesA.Store(0)
 		before := tokenRequests.Load()
+		// Within Recheck of the last look, the objects are trusted without a read.
+		if _, err := m.Ensure(ctx, wsA, a.lc); err != nil {
+			t.Fatalf("Ensure: %v", err)
+		}
+		if n := writesA.Load(); n != 0 {
+			t.Errorf("%d writes within Recheck of the last look, want 0", n)
+		}
+		clock.SetTime(clock.Now().Add(2*time.Minute + time.Second))
 		cred, err := m.Ensure(ctx, wsA, a.lc)
 		if err != nil {
 			t.Fatalf("Ensure: %v", err)

@@ -199,12 +199,11 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 		return nil, r.denied(key, fmt.Sprintf("AccessRequest %s/%s was denied: %s", ar.Namespace, ar.Name, deniedMessage(ar.Status.Conditions)))
 	}
 	if res.RequeueAfter > 0 || ar == nil || !ar.Status.IsGranted() || ar.Status.ObservedGeneration != ar.Generation {
-		what := "access to the " + id + " cluster"
-		if ar != nil {
-			what = fmt.Sprintf("AccessRequest %s/%s", ar.Namespace, ar.Name)
-		}
+		// One message for every step of the wait (ClusterRequest pending, then
+		// AccessRequest pending): a message per step costs the tenant's object a status
+		// write each, and says nothing a tenant can act on.
 		return nil, &WaitingError{Reason: r.opts.WaitingReason, RequeueAfter: r.waitingRetry(key),
-			Message: "waiting for the platform to grant " + what}
+			Message: fmt.Sprintf("waiting for the platform to grant access to the %s cluster (requests in platform namespace %s)", id, key.Identity.TenantNamespace())}
 	}
 	r.mu.Lock()
 	delete(r.tenants, tenantKey(key))

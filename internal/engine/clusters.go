@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -19,6 +20,8 @@ import (
 // controller (it is a multicluster.Aware runnable).
 type clusterSet struct {
 	newList func() client.ObjectList
+	// wrap, if set, replaces each engaged cluster (Setup.WrapCluster).
+	wrap func(ctrlcluster.Cluster) (ctrlcluster.Cluster, error)
 
 	mu       sync.RWMutex
 	clusters map[string]ctrlcluster.Cluster
@@ -26,8 +29,8 @@ type clusterSet struct {
 
 var _ multicluster.Aware = &clusterSet{}
 
-func newClusterSet(newList func() client.ObjectList) *clusterSet {
-	return &clusterSet{newList: newList, clusters: map[string]ctrlcluster.Cluster{}}
+func newClusterSet(newList func() client.ObjectList, wrap func(ctrlcluster.Cluster) (ctrlcluster.Cluster, error)) *clusterSet {
+	return &clusterSet{newList: newList, wrap: wrap, clusters: map[string]ctrlcluster.Cluster{}}
 }
 
 // Start only blocks: the set has nothing to run.
@@ -38,6 +41,13 @@ func (s *clusterSet) Start(ctx context.Context) error {
 
 // Engage records the cluster until its context ends (the workspace unbound or vanished).
 func (s *clusterSet) Engage(ctx context.Context, name multicluster.ClusterName, cl ctrlcluster.Cluster) error {
+	if s.wrap != nil {
+		wrapped, err := s.wrap(cl)
+		if err != nil {
+			return fmt.Errorf("engaging %s: %w", name, err)
+		}
+		cl = wrapped
+	}
 	s.mu.Lock()
 	s.clusters[string(name)] = cl
 	s.mu.Unlock()

@@ -71,6 +71,7 @@ type Engine[T provider.Object] struct {
 	opts     Options[T]
 	clusters *clusterSet
 	reported *reported // transitions reported recently (observe.go)
+	written  *writtenStatuses
 }
 
 // New returns an Engine.
@@ -81,7 +82,7 @@ func New[T provider.Object](opts Options[T], clusters *clusterSet) *Engine[T] {
 	if opts.LiveReader == nil {
 		opts.LiveReader = directReader
 	}
-	return &Engine[T]{opts: opts, clusters: clusters, reported: newReported()}
+	return &Engine[T]{opts: opts, clusters: clusters, reported: newReported(), written: newWrittenStatuses()}
 }
 
 // Reconcile implements the multicluster reconciler.
@@ -133,9 +134,8 @@ func (e *Engine[T]) reconcile(ctx context.Context, req mcreconcile.Request, o *o
 		}
 	}
 
-	w := &writer[T]{client: cl.GetClient(), obj: obj, base: obj.GetServiceStatus().DeepCopy()}
-	st := obj.GetServiceStatus()
-	st.Identity = t.Identity.String()
+	w := &writer[T]{client: cl.GetClient(), obj: obj, base: obj.GetServiceStatus().DeepCopy(), identity: t.Identity.String(),
+		written: e.written, readVersion: obj.GetResourceVersion()}
 
 	pc, pcErr := e.opts.ProviderConfig.Load(ctx)
 	o.loaded(pc, pcErr)
@@ -354,6 +354,12 @@ type writer[T provider.Object] struct {
 	client client.Client
 	obj    T
 	base   *v1alpha1.ServiceStatus
+	// identity is the tenant identity the status names.
+	identity string
+	// written remembers what was written; readVersion is the resourceVersion the
+	// reconcile read the object at.
+	written     *writtenStatuses
+	readVersion string
 }
 
 func (w *writer[T]) finish(ctx context.Context, res reconcile.Result, err error) (reconcile.Result, error) {
@@ -361,12 +367,23 @@ func (w *writer[T]) finish(ctx context.Context, res reconcile.Result, err error)
 		return reconcile.Result{}, nil
 	}
 	st := w.obj.GetServiceStatus()
-	if !equality.Semantic.DeepEqual(w.base, st) {
-		base := w.obj.DeepCopyObject().(T)
-		*base.GetServiceStatus() = *w.base
-		if perr := w.client.Status().Patch(ctx, w.obj, client.MergeFrom(base)); perr != nil && !apierrors.IsNotFound(perr) {
-			return reconcile.Result{}, errors.Join(err, fmt.Errorf("%w: %w", errWritingStatus, perr))
-		}
+	// Set here, not when the reconcile starts: a patch of the object on the way (the
+	// finalizer) replaces the status in memory with the server's.
+	st.Identity = w.identity
+	if equality.Semantic.DeepEqual(w.base, st) {
+		return res, err
 	}
+	// The cache may lag behind this engine's own last write; if this reconcile wrote
+	// nothing else, the object is still the version read.
+	if w.obj.GetResourceVersion() == w.readVersion && w.written.alreadyWritten(w.obj.GetUID(), w.readVersion, st) {
+		return res, err
+	}
+	over := w.obj.GetResourceVersion()
+	base := w.obj.DeepCopyObject().(T)
+	*base.GetServiceStatus() = *w.base
+	if perr := w.client.Status().Patch(ctx, w.obj, client.MergeFrom(base)); perr != nil && !apierrors.IsNotFound(perr) {
+		return reconcile.Result{}, errors.Join(err, fmt.Errorf("%w: %w", errWritingStatus, perr))
+	}
+	w.written.record(w.obj.GetUID(), over, st)
 	return res, err
 }

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -152,63 +151,29 @@ func (e *Engine[T]) end(ctx context.Context, o *observation[T], err error) {
 // minutes. A reconcile may read an object from a cache that has not yet seen the
 // previous reconcile's status write (a grant's watch event often arrives first); it
 // then sees the same transition again, and without this memory would report it twice.
-type reported struct {
-	mu     sync.Mutex
-	last   map[types.UID]reportedTransition
-	pruned time.Time
-}
+type reported struct{ *memory[reportedTransition] }
 
 type reportedTransition struct {
 	reason   string // the last Ready reason reported
 	accepted bool   // Accepted was reported
-	at       time.Time
 }
 
-// reportedMemory outlasts any cache lag by far, and is short enough to keep the memory
-// to the objects that changed recently.
-const reportedMemory = 5 * time.Minute
-
-func newReported() *reported { return &reported{last: map[types.UID]reportedTransition{}} }
+func newReported() *reported { return &reported{newMemory[reportedTransition](5 * time.Minute)} }
 
 // first records that reason (a Ready reason, or EventAccepted) is reported for uid,
 // and says whether it is news: false when it is what was last reported for the object.
-func (r *reported) first(uid types.UID, reason string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	now := time.Now()
-	if now.Sub(r.pruned) > reportedMemory {
-		for k, v := range r.last {
-			if now.Sub(v.at) > reportedMemory {
-				delete(r.last, k)
-			}
+func (r *reported) first(uid types.UID, reason string) (news bool) {
+	r.update(uid, func(last reportedTransition, ok bool) (reportedTransition, bool) {
+		if reason == EventAccepted {
+			news = !last.accepted
+			last.accepted = true
+		} else {
+			news = !ok || last.reason != reason
+			last.reason = reason
 		}
-		r.pruned = now
-	}
-	last, ok := r.last[uid]
-	if ok && now.Sub(last.at) > reportedMemory {
-		last, ok = reportedTransition{}, false
-	}
-	if reason == EventAccepted {
-		if last.accepted {
-			return false
-		}
-		last.accepted = true
-	} else {
-		if ok && last.reason == reason {
-			return false
-		}
-		last.reason = reason
-	}
-	last.at = now
-	r.last[uid] = last
-	return true
-}
-
-// forget drops an object that is gone.
-func (r *reported) forget(uid types.UID) {
-	r.mu.Lock()
-	delete(r.last, uid)
-	r.mu.Unlock()
+		return last, news
+	})
+	return news
 }
 
 // grantedAfter lists, for each waiting reason, the reasons that can only follow once

@@ -41,12 +41,15 @@ type Setup struct {
 	// process (kcp mode restarts when spec.kcp changes); controller-runtime otherwise
 	// refuses a second controller of the same name.
 	Restartable bool
+	// WrapCluster, if set, replaces each engaged cluster before the engine sees it,
+	// e.g. to share one REST mapper among workspaces (workspaces.SharedDiscovery).
+	WrapCluster func(ctrlcluster.Cluster) (ctrlcluster.Cluster, error)
 }
 
 // Register builds the engine's controller on mgr. The manager's local cluster is the
 // platform cluster; its provider yields the clusters holding Service objects.
 func Register[T provider.Object](mgr mcmanager.Manager, opts Options[T], s Setup) (*Engine[T], error) {
-	set := newClusterSet(s.NewList)
+	set := newClusterSet(s.NewList, s.WrapCluster)
 	if err := mgr.Add(set); err != nil {
 		return nil, err
 	}

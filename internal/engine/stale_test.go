@@ -114,7 +114,7 @@ func TestStaleDeletionReleasesNothing(t *testing.T) {
 				cache:  fake.NewClientBuilder().WithScheme(scheme).WithObjects(deleting("old")).WithStatusSubresource(&widget.Widget{}).Build(),
 				server: fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.server...).Build(),
 			}
-			clusters := newClusterSet(func() ctrlclient.ObjectList { return &widget.WidgetList{} })
+			clusters := newClusterSet(func() ctrlclient.ObjectList { return &widget.WidgetList{} }, nil)
 			clusters.clusters["ws"] = cl
 			ten, wl, prov := &recordingTenancy{}, &recordingWorkload{}, &recordingProvider{}
 			e := New(Options[*widget.Widget]{

@@ -1,8 +1,12 @@
 package engine
 
 import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 )
@@ -20,4 +24,47 @@ func setReady(st *v1alpha1.ServiceStatus, generation int64, status metav1.Condit
 		Message:            message,
 		ObservedGeneration: generation,
 	})
+}
+
+// writtenStatuses remembers, per object, the status the engine last wrote and the
+// resourceVersion it wrote it over. A reconcile that follows at once (a grant's watch
+// event often arrives before the status write's) can read the object from a cache that
+// has not seen that write (the lag that made events repeat, docs/design/observability.md):
+// the object still carries the old resourceVersion, the status looks out of date, and
+// the engine would write the same status again. Such a write is skipped, but only when
+// the cached object is exactly the version written over: a status that anyone else
+// changed since is written again.
+type writtenStatuses struct{ *memory[writtenStatus] }
+
+type writtenStatus struct {
+	over   string // the resourceVersion the status was written over
+	status *v1alpha1.ServiceStatus
+}
+
+func newWrittenStatuses() *writtenStatuses {
+	return &writtenStatuses{newMemory[writtenStatus](time.Minute)}
+}
+
+// alreadyWritten says whether st was last written over version of object uid.
+func (w *writtenStatuses) alreadyWritten(uid types.UID, version string, st *v1alpha1.ServiceStatus) bool {
+	last, ok := w.get(uid)
+	return ok && last.over == version && equality.Semantic.DeepEqual(last.status, withoutTransitionTimes(st))
+}
+
+// record notes that st was written over the resourceVersion over.
+func (w *writtenStatuses) record(uid types.UID, over string, st *v1alpha1.ServiceStatus) {
+	w.update(uid, func(writtenStatus, bool) (writtenStatus, bool) {
+		return writtenStatus{over: over, status: withoutTransitionTimes(st)}, true
+	})
+}
+
+// withoutTransitionTimes returns a copy of st without the conditions' transition times:
+// read over the same stale version, a condition transitions again, a moment later
+// than in the status written, which keeps the earlier time.
+func withoutTransitionTimes(st *v1alpha1.ServiceStatus) *v1alpha1.ServiceStatus {
+	c := st.DeepCopy()
+	for i := range c.Conditions {
+		c.Conditions[i].LastTransitionTime = metav1.Time{}
+	}
+	return c
 }
