@@ -199,11 +199,23 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // a runtime that just started lists and watches before it serves, and those
 // requests belong to its startup, not to the objects measured next.
 func (c *counter) quiesce(quiet, max time.Duration) {
+	quiesce(func() (snapshot, error) { return c.snapshot(), nil }, quiet, max)
+}
+
+// quiesce is counter.quiesce for counts read by snap (from another process).
+func quiesce(snap func() (snapshot, error), quiet, max time.Duration) {
+	total := func() int {
+		s, err := snap()
+		if err != nil {
+			return -1
+		}
+		return s.total()
+	}
 	deadline := time.Now().Add(max)
-	last, since := c.snapshot().total(), time.Now()
+	last, since := total(), time.Now()
 	for time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
-		if n := c.snapshot().total(); n != last {
+		if n := total(); n != last {
 			last, since = n, time.Now()
 			continue
 		}

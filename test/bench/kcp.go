@@ -430,44 +430,19 @@ func (e *kcpEnv) settleFloorRequests(ctx context.Context, pf client.Client) erro
 	return nil
 }
 
-// runtime starts this runtime in kcp mode and measures it bringing one object per
-// tenant to Ready.
+// runtime starts this runtime in kcp mode, in a process of its own (child.go), and
+// measures it bringing one object per tenant to Ready.
 func (e *kcpEnv) runtime(ctx context.Context, t *tb, opts benchOptions) (phase, error) {
 	p := phase{n: len(e.tenants)}
-	cnt := newCounter()
 	watchCfg := &rest.Config{Host: e.vwURL + "/clusters/*", BearerToken: e.vwToken, TLSClientConfig: rest.TLSClientConfig{CAData: e.k.AdminConfig().CAData}}
 	watcher, err := watchReady(ctx, watchCfg)
 	if err != nil {
 		return p, err
 	}
-	resetPeakRSS()
-	p.rssBase, _ = rss()
-
-	rt, err := builder.ServiceProvider[*widget.Widget](providerName, benchScheme()).
-		For(&widget.Widget{}).
-		WithProviderConfig(&widget.WidgetConfig{}).
-		WorkloadCluster(true, workloadPerms).
-		MCPPermissions(kcpMCPPerms).
-		KCP(e.surface).
-		Complete(noop{})
+	rt, err := startRuntimeProcess(ctx, t, e.platform.Kubeconfig(), opts)
 	if err != nil {
 		return p, err
 	}
-	rtCtx, cancel := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func() {
-		errc <- rt.Start(rtCtx, builder.Options{
-			Platform: e.platform.Config, Namespace: "default", RetryInterval: opts.retry,
-			MaxConcurrentReconciles: opts.concurrency, ClientQPS: opts.qps, ClientBurst: opts.burst,
-			WrapTransport: cnt.wrap,
-		})
-	}()
-	defer func() {
-		cancel()
-		if err := <-errc; err != nil {
-			logf("runtime stopped: %v", err)
-		}
-	}()
 	started := time.Now()
 	if err := e.pf.Create(ctx, &widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: providerName}, Spec: widget.WidgetConfigSpec{
 		Greeting: "hello",
@@ -475,19 +450,16 @@ func (e *kcpEnv) runtime(ctx context.Context, t *tb, opts benchOptions) (phase, 
 	}}); err != nil {
 		return p, err
 	}
-	if err := poll(ctx, 5*time.Minute, "kcp mode running", func(context.Context) error {
-		if !rt.KCPActive() {
-			return errors.New("not yet")
-		}
-		return nil
-	}); err != nil {
+	if err := poll(ctx, 5*time.Minute, "kcp mode running", func(context.Context) error { return rt.active() }); err != nil {
 		return p, err
 	}
-	cnt.quiesce(2*time.Second, time.Minute)
+	quiesce(rt.snapshot, 2*time.Second, time.Minute)
 	logf("  kcp mode running and quiet after %s", time.Since(started).Round(time.Millisecond))
-	p.startup = cnt.snapshot()
+	p.startup = rt.mustSnapshot(t)
+	resetPeakRSS(rt.pid())
+	p.rssBase, _ = rss(rt.pid())
 
-	before := cnt.snapshot()
+	before := rt.mustSnapshot(t)
 	start := time.Now()
 	created, err := e.createWidgets(ctx, "main")
 	if err != nil {
@@ -497,22 +469,34 @@ func (e *kcpEnv) runtime(ctx context.Context, t *tb, opts benchOptions) (phase, 
 	if err != nil {
 		return p, err
 	}
-	p.reqs = cnt.snapshot().sub(before)
+	p.reqs = rt.mustSnapshot(t).sub(before)
 	p.total = lastOf(ready).Sub(start)
 	p.lat = latencies(created, ready)
-	_, p.rssPeak = rss()
-	p.heap = heapMiB()
+	_, p.rssPeak = rss(rt.pid())
+	p.heap = rt.heap()
 
 	// Steady state: nothing changes for a while; whatever the runtime does now is
 	// overhead. (This wait is the measurement window, not a synchronisation.)
-	s0 := cnt.snapshot()
+	s0 := rt.mustSnapshot(t)
 	time.Sleep(opts.steady)
-	p.steady = cnt.snapshot().sub(s0)
+	p.steady = rt.mustSnapshot(t).sub(s0)
 	p.window = opts.steady
-	if _, peak := rss(); peak > p.rssPeak {
+	if _, peak := rss(rt.pid()); peak > p.rssPeak {
 		p.rssPeak = peak
 	}
 	return p, nil
+}
+
+// kcpRuntime is the runtime under test in kcp mode, built as a provider's main builds
+// it.
+func kcpRuntime(surface apiexport.Provisionable) (*builder.Runtime[*widget.Widget], error) {
+	return builder.ServiceProvider[*widget.Widget](providerName, benchScheme()).
+		For(&widget.Widget{}).
+		WithProviderConfig(&widget.WidgetConfig{}).
+		WorkloadCluster(true, workloadPerms).
+		MCPPermissions(kcpMCPPerms).
+		KCP(surface).
+		Complete(noop{})
 }
 
 func convergeTimeout(n int) time.Duration { return 3*time.Minute + time.Duration(n)*time.Second }

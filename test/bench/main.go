@@ -29,6 +29,13 @@ type benchOptions struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == runtimeChildArg {
+		if err := runtimeChildMain(os.Args[2:]); err != nil {
+			fmt.Fprintf(os.Stderr, "runtime: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	out := flag.String("out", "../../docs/benchmarks.md", "markdown file to write")
 	sizes := flag.String("sizes", "10,100,500", "kcp mode: tenant workspace counts")
 	stdSizes := flag.String("std-sizes", "", "standard mode: object counts (default: -sizes)")

@@ -8,23 +8,29 @@ import (
 	"strings"
 )
 
-// Memory is measured in this process, which runs the runtime under test and, besides
-// it, the local platform and the benchmark's own watch of the objects (the API
-// servers are separate processes). Before each measured phase the kernel's peak RSS
-// counter is reset (clear_refs 5), so the peak is that of the phase; the baseline RSS
-// before the phase is reported with it, and the difference is the closest figure to
-// the runtime's own footprint. The Go heap in use after a GC at the end of the phase
-// is reported too.
+// Memory is measured per process from /proc. In kcp mode the runtime runs in a process
+// of its own (child.go), so its figures are the runtime's alone. In standard mode both
+// runtimes run in this process, which also holds the local platform and the
+// benchmark's own watch (the API servers are separate processes): the baseline RSS
+// before the phase is reported with the peak, and the two runtimes are compared on the
+// same footing. Before each measured phase the kernel's peak RSS counter is reset
+// (clear_refs 5), so the peak is that of the phase. The Go heap in use after a GC at
+// the end of the phase is reported too.
 
-// resetPeakRSS resets VmHWM to the current RSS.
-func resetPeakRSS() {
-	runtime.GC()
-	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+// self names this process for rss and resetPeakRSS.
+const self = "self"
+
+// resetPeakRSS resets VmHWM of process pid to its current RSS.
+func resetPeakRSS(pid string) {
+	if pid == self {
+		runtime.GC()
+	}
+	_ = os.WriteFile("/proc/"+pid+"/clear_refs", []byte("5"), 0)
 }
 
-// rss returns VmRSS and VmHWM in MiB.
-func rss() (cur, peak float64) {
-	f, err := os.Open("/proc/self/status")
+// rss returns VmRSS and VmHWM of process pid in MiB.
+func rss(pid string) (cur, peak float64) {
+	f, err := os.Open("/proc/" + pid + "/status")
 	if err != nil {
 		return 0, 0
 	}

@@ -70,8 +70,8 @@ func runStandard(ctx context.Context, t *tb, which string, n int, opts benchOpti
 	}
 
 	cnt := newCounter()
-	resetPeakRSS()
-	p.rssBase, _ = rss()
+	resetPeakRSS(self)
+	p.rssBase, _ = rss(self)
 	var stop func()
 	switch which {
 	case "this":
@@ -132,13 +132,13 @@ func runStandard(ctx context.Context, t *tb, which string, n int, opts benchOpti
 	p.reqs = cnt.snapshot().sub(before)
 	p.total = lastOf(ready).Sub(start)
 	p.lat = latencies(created, ready)
-	_, p.rssPeak = rss()
+	_, p.rssPeak = rss(self)
 	p.heap = heapMiB()
 	s0 := cnt.snapshot()
 	time.Sleep(opts.steady) // the measurement window
 	p.steady = cnt.snapshot().sub(s0)
 	p.window = opts.steady
-	if _, peak := rss(); peak > p.rssPeak {
+	if _, peak := rss(self); peak > p.rssPeak {
 		p.rssPeak = peak
 	}
 	return p, nil

@@ -26,11 +26,19 @@ type Child struct {
 // the test binary (parent-death signal), and Kill or the end of the test kills it.
 func StartTestChild(t testing.TB, test string, env ...string) *Child {
 	t.Helper()
+	return StartChild(t, test, []string{"-test.run=^" + test + "$", "-test.v", "-test.timeout=0"}, env...)
+}
+
+// StartChild runs this binary again with args, the environment of the parent plus env,
+// and its output in a log file; it is StartTestChild for binaries that are not tests
+// (the benchmark runs the runtime under test in a process of its own this way).
+func StartChild(t testing.TB, name string, args []string, env ...string) *Child {
+	t.Helper()
 	dir := scratchDir(t, "child")
-	c := &Child{Name: test, LogPath: filepath.Join(dir, "output.log"), thread: newPinnedThread()}
+	c := &Child{Name: name, LogPath: filepath.Join(dir, "output.log"), thread: newPinnedThread()}
 	logFile := createLog(t, c.LogPath)
 	defer logFile.Close()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v", "-test.timeout=0")
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	p, err := startProcess(c.thread, cmd)
@@ -42,7 +50,7 @@ func StartTestChild(t testing.TB, test string, env ...string) *Child {
 	t.Cleanup(func() {
 		c.Kill(t)
 		if t.Failed() {
-			logTail(t, "child "+test, c.LogPath)
+			logTail(t, "child "+name, c.LogPath)
 		}
 		_ = os.RemoveAll(dir)
 	})
