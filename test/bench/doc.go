@@ -16,9 +16,11 @@
 //   - standard mode, this runtime and opencontrolplane-runtime serving the same no-op
 //     provider and the same objects on fresh API servers.
 //
-// Everything runs in this process except the API servers: the runtime's requests are
-// counted by wrapping its transports (builder.Options.WrapTransport); memory is this
-// process's (see mem.go for what that includes).
+// The runtime's requests are counted by wrapping its transports
+// (builder.Options.WrapTransport). In kcp mode the runtime runs in a process of its own,
+// this binary started again (child.go), so its memory is measured alone; in standard
+// mode both runtimes run in this process (see mem.go). The API servers are separate
+// processes; the local platform granting cluster access runs in this process.
 //
 // Run it with `make bench`.
 package main
