@@ -72,6 +72,7 @@ type Engine[T provider.Object] struct {
 	clusters *clusterSet
 	reported *reported // transitions reported recently (observe.go)
 	written  *writtenStatuses
+	recorder *recorder // events (events.go)
 }
 
 // New returns an Engine.
@@ -82,7 +83,8 @@ func New[T provider.Object](opts Options[T], clusters *clusterSet) *Engine[T] {
 	if opts.LiveReader == nil {
 		opts.LiveReader = directReader
 	}
-	return &Engine[T]{opts: opts, clusters: clusters, reported: newReported(), written: newWrittenStatuses()}
+	return &Engine[T]{opts: opts, clusters: clusters, reported: newReported(), written: newWrittenStatuses(),
+		recorder: newRecorder(opts.EventSource)}
 }
 
 // Reconcile implements the multicluster reconciler.

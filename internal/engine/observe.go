@@ -241,13 +241,9 @@ func (e *Engine[T]) emit(ctx context.Context, t *Target[T], eventType, reason, a
 	if len(note) > maxEventNote {
 		note = note[:maxEventNote-3] + "..."
 	}
-	rec := t.Cluster.GetEventRecorder(e.opts.EventSource)
-	if rec == nil {
-		return
-	}
 	// The recorder sends asynchronously; a failure (e.g. a tenant who did not accept
 	// the events claim) is logged by client-go and costs nothing else.
-	rec.Eventf(t.Object, nil, eventType, reason, action, "%s", note)
+	e.recorder.eventf(t.Cluster, t.Object, eventType, reason, action, note)
 	metrics.EventsTotal.WithLabelValues(e.opts.Provider, string(e.opts.Tenancy.Mode()), eventType, reason).Inc()
 	log.FromContext(ctx).V(1).Info("event", "type", eventType, "reason", reason)
 }

@@ -54,6 +54,9 @@ func Register[T provider.Object](mgr mcmanager.Manager, opts Options[T], s Setup
 		return nil, err
 	}
 	e := New(opts, set)
+	if err := mgr.GetLocalManager().Add(e.recorder); err != nil {
+		return nil, err
+	}
 	// The state gauges come from the leader only: the runnable needs leader election.
 	if err := mgr.GetLocalManager().Add(manager.RunnableFunc(e.publish)); err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -88,6 +89,10 @@ func runtimeChildMain(args []string) error {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 	})
+	// Profiles of the runtime under test, to see where its time and memory go:
+	// go tool pprof http://<addr>/debug/pprof/heap (the address is in -addr-file).
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/heap", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = fmt.Fprintf(w, "%f", heapMiB())
 	})
