@@ -7,10 +7,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// memory remembers one value per object for a while: what the engine last did for
-// it. Both users guard against a cache that has not yet seen the engine's own last
-// write; ttl outlasts any such lag by far and keeps the memory to recently changed
-// objects.
+// memory remembers one value per object for a while: what the engine last did for it
+// (reported transitions and written statuses, which guard against a cache that has not
+// yet seen the engine's own last write) or where its events go (events.go). ttl
+// outlasts the need by far and keeps the memory to recently changed objects.
 type memory[V any] struct {
 	ttl time.Duration
 
