@@ -3,15 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
@@ -48,16 +44,10 @@ func runStandard(ctx context.Context, t *tb, which string, n int, opts benchOpti
 	if err := ensureNS(ctx, ob, tenantNamespace); err != nil {
 		return p, err
 	}
+	// Registrations in parallel race on the target's Cluster object;
+	// RegisterControlPlane retries that itself until the request is granted.
 	if err := parallel(n, concurrency, func(i int) error {
-		// Registrations in parallel race on the target's Cluster object: retried.
-		// localplatform does not wrap the API error, so the conflict is recognised by
-		// its message too.
-		conflict := func(err error) bool {
-			return apierrors.IsConflict(err) || strings.Contains(err.Error(), "the object has been modified")
-		}
-		return retry.OnError(wait.Backoff{Steps: 20, Duration: 20 * time.Millisecond, Factor: 1.5, Jitter: 0.5, Cap: time.Second}, conflict, func() error {
-			return lp.RegisterControlPlane(ctx, cpName(i), tenantNamespace, "mcp")
-		})
+		return lp.RegisterControlPlane(ctx, cpName(i), tenantNamespace, "mcp")
 	}); err != nil {
 		return p, err
 	}
