@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	mcpapiexport "github.com/kcp-dev/multicluster-provider/apiexport"
+	mcpprovider "github.com/kcp-dev/multicluster-provider/pkg/provider"
+	apisv1alpha1 "github.com/kcp-dev/sdk/apis/apis/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -270,7 +272,19 @@ func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (_ *kcpR
 	}
 	vwProviderCfg := clusterConfig(vwCfg, want.workspace)
 
-	mcProvider, err := mcpapiexport.New(vwProviderCfg, provisioned.EndpointSliceName, mcpapiexport.Options{Scheme: r.decl.scheme})
+	// kcp's apiexport provider, built from its parts (as mcpapiexport.New does) for the
+	// NewCluster hook that lets one watch serve every workspace.
+	objects := workspaces.NewSharedWatch(r.decl.newObject(), r.decl.newList)
+	mcProvider, err := mcpprovider.NewProvider(vwProviderCfg, provisioned.EndpointSliceName, mcpprovider.Options{
+		Scheme:                       r.decl.scheme,
+		EndpointSliceObject:          &apisv1alpha1.APIExportEndpointSlice{},
+		ExtractURLsFromEndpointSlice: mcpprovider.DefaultExtractURLsFromEndpointSlice,
+		ObjectToWatch:                &apisv1alpha1.APIBinding{},
+		AddFilter:                    mcpprovider.ConditionReadyFunc("Ready"),
+		UpdateFilter:                 mcpprovider.ConditionReadyFunc("Ready"),
+		Log:                          ptr.To(log.Log.WithName("kcp-apiexport-cluster-provider")),
+		NewCluster:                   objects.NewCluster,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("kcp apiexport provider: %w", err)
 	}
@@ -285,6 +299,9 @@ func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (_ *kcpR
 		return nil, fmt.Errorf("kcp mode manager: %w", err)
 	}
 	platform := mgr.GetLocalManager().GetClient()
+	if err := mgr.Add(objects); err != nil {
+		return nil, err
+	}
 
 	minter := tokens.New(tokens.Options{
 		Direct:       clusterConfig(directCfg, want.workspace),
@@ -307,6 +324,7 @@ func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (_ *kcpR
 		Restartable:             true,
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		WrapCluster:             workspaces.NewSharedDiscovery().Wrap,
+		SharedWatch:             objects.Source,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kcp mode controller: %w", err)

@@ -51,14 +51,15 @@ func (s *clusterSet) Engage(ctx context.Context, name multicluster.ClusterName, 
 	s.mu.Lock()
 	s.clusters[string(name)] = cl
 	s.mu.Unlock()
-	go func() {
-		<-ctx.Done()
+	// AfterFunc, not a goroutine waiting on ctx: a parked goroutine per engaged
+	// workspace is a stack per workspace.
+	context.AfterFunc(ctx, func() {
 		s.mu.Lock()
 		if s.clusters[string(name)] == cl {
 			delete(s.clusters, string(name))
 		}
 		s.mu.Unlock()
-	}()
+	})
 	return nil
 }
 

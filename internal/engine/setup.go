@@ -5,6 +5,7 @@ import (
 
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -13,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
 	mchandler "sigs.k8s.io/multicluster-runtime/pkg/handler"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
@@ -41,6 +44,11 @@ type Setup struct {
 	// process (kcp mode restarts when spec.kcp changes); controller-runtime otherwise
 	// refuses a second controller of the same name.
 	Restartable bool
+	// SharedWatch, if set, is the one source of Service object events for all engaged
+	// clusters, given the event handler of each cluster's objects; without it the
+	// controller watches the Service type in each engaged cluster
+	// (workspaces.SharedWatch says why kcp mode wants one watch).
+	SharedWatch func(func(multicluster.ClusterName) handler.TypedEventHandler[client.Object, mcreconcile.Request]) source.TypedSource[mcreconcile.Request]
 	// WrapCluster, if set, replaces each engaged cluster before the engine sees it,
 	// e.g. to share one REST mapper among workspaces (workspaces.SharedDiscovery).
 	WrapCluster func(ctrlcluster.Cluster) (ctrlcluster.Cluster, error)
@@ -71,10 +79,9 @@ func Register[T provider.Object](mgr mcmanager.Manager, opts Options[T], s Setup
 		return o.GetLabels()[openmcpconst.ManagedByLabel] == s.ManagedBy
 	})
 
+	objects := serviceObjects(set, s.Singleton)
 	b := mcbuilder.ControllerManagedBy(mgr).
 		Named(s.Name).
-		For(opts.NewObject(), mcbuilder.WithPredicates(predicate.Or[client.Object](
-			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		// A ProviderConfig change re-reconciles every object in every workspace.
 		Watches(s.ProviderConfig, fanOut, append(local, mcbuilder.WithPredicates(predicate.GenerationChangedPredicate{}))...).
 		// Grants, denials and renewals of the tenant's requests bring it back at once.
@@ -82,23 +89,62 @@ func Register[T provider.Object](mgr mcmanager.Manager, opts Options[T], s Setup
 		Watches(&clustersv1alpha1.ClusterRequest{}, toTenant, append(local, mcbuilder.WithPredicates(ours))...).
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: s.MaxConcurrentReconciles, SkipNameValidation: ptr.To(s.Restartable),
 			LogConstructor: e.logConstructor(mgr.GetLogger().WithValues("controller", s.Name))})
-	if s.Singleton {
-		b = b.Watches(opts.NewObject(), func(name multicluster.ClusterName, _ ctrlcluster.Cluster) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
-			return handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []mcreconcile.Request {
-				return set.List(ctx, string(name))
-			})
-		}, mcbuilder.WithPredicates(predicate.Funcs{
-			// Only arrivals and departures change who is oldest.
-			CreateFunc:  func(_ event.CreateEvent) bool { return true },
-			DeleteFunc:  func(_ event.DeleteEvent) bool { return true },
-			UpdateFunc:  func(u event.UpdateEvent) bool { return u.ObjectNew.GetDeletionTimestamp() != nil },
-			GenericFunc: func(_ event.GenericEvent) bool { return false },
+	// One watch of the Service type per cluster (not the usual For plus a second watch
+	// for the singleton rule: in kcp's multicluster-provider every watch is an informer
+	// listener per engaged workspace), or a single shared one.
+	if s.SharedWatch != nil {
+		b = b.WatchesRawSource(s.SharedWatch(func(name multicluster.ClusterName) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
+			return objects(name, nil)
 		}))
+	} else {
+		b = b.Watches(opts.NewObject(), objects)
 	}
 	if err := b.Complete(e); err != nil {
 		return nil, err
 	}
 	return e, nil
+}
+
+// serviceObjects is the event handler of the Service type in one cluster. It queues
+// the object itself on creation, deletion and changes of its generation, labels or
+// annotations (status writes do not bring it back). With singleton, the arrival or
+// departure of an object also queues every object of its cluster, because that is
+// what changes which one is the oldest and served.
+func serviceObjects(set *clusterSet, singleton bool) mchandler.TypedEventHandlerFunc[client.Object, mcreconcile.Request] {
+	changed := predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{})
+	return func(name multicluster.ClusterName, _ ctrlcluster.Cluster) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
+		self := func(q workqueue.TypedRateLimitingInterface[mcreconcile.Request], o client.Object) {
+			q.Add(mcreconcile.Request{ClusterName: name, Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)}})
+		}
+		all := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
+			if singleton {
+				for _, r := range set.List(ctx, string(name)) {
+					q.Add(r)
+				}
+			}
+		}
+		return handler.TypedFuncs[client.Object, mcreconcile.Request]{
+			CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
+				self(q, e.Object)
+				all(ctx, q)
+			},
+			UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
+				if changed.Update(e) || e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil {
+					self(q, e.ObjectNew)
+				}
+				if e.ObjectNew.GetDeletionTimestamp() != nil {
+					all(ctx, q)
+				}
+			},
+			DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
+				self(q, e.Object)
+				all(ctx, q)
+			},
+			GenericFunc: func(_ context.Context, e event.TypedGenericEvent[client.Object], q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
+				self(q, e.Object)
+			},
+		}
+	}
 }
 
 func mapAll(fn func(context.Context, client.Object) []mcreconcile.Request) mchandler.TypedEventHandlerFunc[client.Object, mcreconcile.Request] {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -192,6 +193,31 @@ func (p *runtimeProcess) heap() float64 {
 	var v float64
 	_, _ = fmt.Fscan(resp.Body, &v)
 	return v
+}
+
+// saveHeapProfile writes the runtime's heap (after a GC) and goroutine profiles to
+// $KSP_BENCH_PROFILES/<name>-{heap,goroutine}.pprof when that variable names a directory; for reading
+// with `go tool pprof` where the memory goes.
+func (p *runtimeProcess) saveHeapProfile(name string) {
+	dir := os.Getenv("KSP_BENCH_PROFILES")
+	if dir == "" {
+		return
+	}
+	for kind, path := range map[string]string{"heap": "/debug/pprof/heap?gc=1", "goroutine": "/debug/pprof/goroutine"} {
+		resp, err := p.get(path)
+		if err != nil {
+			logf("  %s profile %s: %v", kind, name, err)
+			continue
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name+"-"+kind+".pprof"), b, 0o600)
+		}
+		if err != nil {
+			logf("  %s profile %s: %v", kind, name, err)
+		}
+	}
 }
 
 // pid names the process for rss and resetPeakRSS.

@@ -11,8 +11,10 @@
 //     (setup), then all tenants create one Service object at once; time until all are
 //     Ready, per-object time to Ready, requests per object by verb, TokenRequests per
 //     workspace, peak memory, and the requests issued per minute once nothing changes;
-//   - the physical floor: the writes a perfect runtime could not avoid, issued by a
-//     bare client with the same concurrency to the same servers;
+//   - the physical floor: the writes a perfect runtime could not avoid under this
+//     project's requirements (the transition events, least-privilege RBAC, one platform
+//     namespace per tenant), issued by a bare client with the same concurrency to the
+//     same servers;
 //   - standard mode, this runtime and opencontrolplane-runtime serving the same no-op
 //     provider and the same objects on fresh API servers.
 //
@@ -22,5 +24,7 @@
 // mode both runtimes run in this process (see mem.go). The API servers are separate
 // processes; the local platform granting cluster access runs in this process.
 //
-// Run it with `make bench`.
+// Run it with `make bench`. KSP_BENCH_PROFILES=<dir> saves heap and goroutine profiles
+// of the kcp-mode runtime's process with every workspace engaged and at convergence;
+// KSP_BENCH_TRACE=1 logs every counted request.
 package main

@@ -15,10 +15,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -29,19 +34,24 @@ import (
 
 	"github.com/kcp-dev/logicalcluster/v3"
 	"github.com/kcp-dev/multicluster-provider/apiexport"
+	mcpprovider "github.com/kcp-dev/multicluster-provider/pkg/provider"
 	apisv1alpha1 "github.com/kcp-dev/sdk/apis/apis/v1alpha1"
 	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
 
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/workspaces"
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }
 
 // TestAPIExportReconcilesEveryConsumer exports Widget from a provider workspace,
-// binds it from two consumer workspaces, creates one Widget in each and runs a
-// multicluster-runtime controller on the apiexport provider. The controller must see
-// both workspaces, under their logical cluster names, and read each Widget through
-// that workspace's own client.
+// binds it from two consumer workspaces, creates one Widget in each and runs
+// multicluster-runtime controllers on kcp's apiexport provider: one watching Widgets
+// the usual way (a source per engaged workspace), one through the runtime's
+// workspaces.SharedWatch (one handler on the wildcard informer). Each must see every
+// workspace under its logical cluster name and read each Widget through that
+// workspace's own client; then a third workspace binds after the controllers started
+// and a Widget changes, and both must follow.
 func TestAPIExportReconcilesEveryConsumer(t *testing.T) {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
@@ -101,12 +111,73 @@ func TestAPIExportReconcilesEveryConsumer(t *testing.T) {
 	}
 	setUp := time.Now()
 
-	// The controller.
 	logs := captureLogs(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("controller logs (tail):\n%s", logs.tail(60))
+		}
+	})
+	cfg := kcp.ConfigFor(providerPath)
+	perWorkspace := startWidgetRecorder(ctx, t, cfg, exportName, false)
+	shared := startWidgetRecorder(ctx, t, cfg, exportName, true)
+	for name, rec := range map[string]*widgetRecorder{"per-workspace watches": perWorkspace, "one shared watch": shared} {
+		rec.waitFor(ctx, t, name, want)
+	}
+	done := time.Now()
+
+	// A workspace bound after the controllers started, and a change in another.
+	consumerC, clusterC := kcp.CreateWorkspace(ctx, t, root, "consumer-c")
+	kcp.CreateAPIBinding(ctx, t, consumerC, "widgets", providerPath, exportName, nil)
+	createWidget(ctx, t, kcp, consumerC, "team-c", "third", "green")
 	scheme := harness.Scheme()
 	addWidgetToScheme(scheme)
-	cfg := kcp.ConfigFor(providerPath)
-	clusters, err := apiexport.New(cfg, exportName, apiexport.Options{Scheme: scheme})
+	ca, err := client.New(kcp.ConfigFor(consumerA), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatalf("client for %s: %v", consumerA, err)
+	}
+	first := &Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "first"}}
+	if err := ca.Patch(ctx, first, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"color":"purple"}}`))); err != nil {
+		t.Fatalf("changing the Widget in %s: %v", consumerA, err)
+	}
+	want[multicluster.ClusterName(clusterA)]["team-a/first"] = "purple"
+	want[multicluster.ClusterName(clusterC)] = map[string]string{"team-c/third": "green"}
+	for name, rec := range map[string]*widgetRecorder{"per-workspace watches": perWorkspace, "one shared watch": shared} {
+		rec.waitFor(ctx, t, name+", after a new binding and a change", want)
+	}
+	t.Logf("timings: kcp start %s, workspaces+export+bindings+widgets %s, until both consumers reconciled %s, total %s",
+		kcpReady.Sub(began).Round(100*time.Millisecond), setUp.Sub(kcpReady).Round(100*time.Millisecond),
+		done.Sub(setUp).Round(100*time.Millisecond), time.Since(began).Round(100*time.Millisecond))
+}
+
+// widgetRecorder is a multicluster-runtime controller on kcp's apiexport provider that
+// records the Widgets it reconciles.
+type widgetRecorder struct {
+	seen    *seenWidgets
+	mgrDone chan error
+}
+
+// startWidgetRecorder starts a recorder; with shared, Widgets are watched through
+// workspaces.SharedWatch instead of a source per workspace. It stops before kcp.
+func startWidgetRecorder(ctx context.Context, t *testing.T, cfg *rest.Config, exportName string, shared bool) *widgetRecorder {
+	t.Helper()
+	scheme := harness.Scheme()
+	addWidgetToScheme(scheme)
+	var (
+		clusters multicluster.Provider
+		watch    *workspaces.SharedWatch
+		err      error
+	)
+	if shared {
+		watch = workspaces.NewSharedWatch(&Widget{}, func() client.ObjectList { return &WidgetList{} })
+		clusters, err = mcpprovider.NewProvider(cfg, exportName, mcpprovider.Options{
+			Scheme: scheme, EndpointSliceObject: &apisv1alpha1.APIExportEndpointSlice{},
+			ObjectToWatch: &apisv1alpha1.APIBinding{},
+			AddFilter:     mcpprovider.ConditionReadyFunc("Ready"), UpdateFilter: mcpprovider.ConditionReadyFunc("Ready"),
+			NewCluster: watch.NewCluster,
+		})
+	} else {
+		clusters, err = apiexport.New(cfg, exportName, apiexport.Options{Scheme: scheme})
+	}
 	if err != nil {
 		t.Fatalf("creating the apiexport provider: %v", err)
 	}
@@ -119,57 +190,79 @@ func TestAPIExportReconcilesEveryConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("creating the manager: %v", err)
 	}
-	seen := &seenWidgets{byCluster: map[multicluster.ClusterName]map[string]string{}}
-	err = mcbuilder.ControllerManagedBy(mgr).
-		Named("widget-recorder").
-		For(&Widget{}).
-		Complete(mcreconcile.Func(func(ctx context.Context, req mcreconcile.Request) (reconcile.Result, error) {
-			cl, err := mgr.GetCluster(ctx, req.ClusterName)
-			if err != nil {
-				if errors.Is(err, multicluster.ErrClusterNotFound) {
-					return reconcile.Result{}, nil // disengaged meanwhile
-				}
-				return reconcile.Result{}, fmt.Errorf("cluster %s: %w", req.ClusterName, err)
+	rec := &widgetRecorder{seen: &seenWidgets{byCluster: map[multicluster.ClusterName]map[string]string{}}, mgrDone: make(chan error, 1)}
+	name := "widget-recorder"
+	if shared {
+		name += "-shared"
+	}
+	b := mcbuilder.ControllerManagedBy(mgr).Named(name)
+	if shared {
+		if err := mgr.Add(watch); err != nil {
+			t.Fatalf("adding the shared watch: %v", err)
+		}
+		b = b.WatchesRawSource(watch.Source(func(name multicluster.ClusterName) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
+			enqueue := func(q workqueue.TypedRateLimitingInterface[mcreconcile.Request], o client.Object) {
+				q.Add(mcreconcile.Request{ClusterName: name, Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)}})
 			}
-			w := &Widget{}
-			if err := cl.GetClient().Get(ctx, req.NamespacedName, w); err != nil {
-				return reconcile.Result{}, client.IgnoreNotFound(err)
+			return handler.TypedFuncs[client.Object, mcreconcile.Request]{
+				CreateFunc: func(_ context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
+					enqueue(q, e.Object)
+				},
+				UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
+					enqueue(q, e.ObjectNew)
+				},
+				GenericFunc: func(_ context.Context, e event.TypedGenericEvent[client.Object], q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
+					enqueue(q, e.Object)
+				},
 			}
-			seen.add(req.ClusterName, req.NamespacedName.String(), w.Spec.Color)
-			return reconcile.Result{}, nil
 		}))
+	} else {
+		b = b.For(&Widget{})
+	}
+	err = b.Complete(mcreconcile.Func(func(ctx context.Context, req mcreconcile.Request) (reconcile.Result, error) {
+		cl, err := mgr.GetCluster(ctx, req.ClusterName)
+		if err != nil {
+			if errors.Is(err, multicluster.ErrClusterNotFound) {
+				return reconcile.Result{}, nil // not engaged (yet, or any more)
+			}
+			return reconcile.Result{}, fmt.Errorf("cluster %s: %w", req.ClusterName, err)
+		}
+		w := &Widget{}
+		if err := cl.GetClient().Get(ctx, req.NamespacedName, w); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		rec.seen.add(req.ClusterName, req.NamespacedName.String(), w.Spec.Color)
+		return reconcile.Result{}, nil
+	}))
 	if err != nil {
 		t.Fatalf("building the controller: %v", err)
 	}
 	mgrCtx, stopMgr := context.WithCancel(ctx)
-	mgrDone := make(chan error, 1)
-	go func() { mgrDone <- mgr.Start(mgrCtx) }()
+	go func() { rec.mgrDone <- mgr.Start(mgrCtx) }()
 	// Stop the manager before kcp (cleanups run last-in first-out).
 	t.Cleanup(func() {
 		stopMgr()
-		if err := <-mgrDone; err != nil {
+		if err := <-rec.mgrDone; err != nil {
 			t.Errorf("manager: %v", err)
 		}
-		if t.Failed() {
-			t.Logf("controller logs (tail):\n%s", logs.tail(60))
-		}
 	})
+	return rec
+}
 
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+// waitFor polls until the recorder has seen exactly want.
+func (r *widgetRecorder) waitFor(ctx context.Context, t *testing.T, name string, want map[multicluster.ClusterName]map[string]string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		select {
-		case err := <-mgrDone:
+		case err := <-r.mgrDone:
 			return false, fmt.Errorf("manager stopped: %w", err)
 		default:
 		}
-		return seen.equal(want), nil
+		return r.seen.equal(want), nil
 	})
 	if err != nil {
-		t.Fatalf("reconciled %v, want %v: %v", seen.snapshot(), want, err)
+		t.Fatalf("%s: reconciled %v, want %v: %v", name, r.seen.snapshot(), want, err)
 	}
-	done := time.Now()
-	t.Logf("timings: kcp start %s, workspaces+export+bindings+widgets %s, until both consumers reconciled %s, total %s",
-		kcpReady.Sub(began).Round(100*time.Millisecond), setUp.Sub(kcpReady).Round(100*time.Millisecond),
-		done.Sub(setUp).Round(100*time.Millisecond), done.Sub(began).Round(100*time.Millisecond))
 }
 
 // createWidget creates a namespace and a Widget in a consumer workspace. The
