@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	mcpprovider "github.com/kcp-dev/multicluster-provider/pkg/provider"
-	apisv1alpha1 "github.com/kcp-dev/sdk/apis/apis/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,7 +19,6 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -272,19 +269,9 @@ func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (_ *kcpR
 	}
 	vwProviderCfg := clusterConfig(vwCfg, want.workspace)
 
-	// kcp's apiexport provider, built from its parts (as mcpapiexport.New does) for the
-	// NewCluster hook that lets one watch serve every workspace.
+	// One watch of the Service type serves every workspace (workspaces.SharedWatch).
 	objects := workspaces.NewSharedWatch(r.decl.newObject(), r.decl.newList)
-	mcProvider, err := mcpprovider.NewProvider(vwProviderCfg, provisioned.EndpointSliceName, mcpprovider.Options{
-		Scheme:                       r.decl.scheme,
-		EndpointSliceObject:          &apisv1alpha1.APIExportEndpointSlice{},
-		ExtractURLsFromEndpointSlice: mcpprovider.DefaultExtractURLsFromEndpointSlice,
-		ObjectToWatch:                &apisv1alpha1.APIBinding{},
-		AddFilter:                    mcpprovider.ConditionReadyFunc("Ready"),
-		UpdateFilter:                 mcpprovider.ConditionReadyFunc("Ready"),
-		Log:                          ptr.To(log.Log.WithName("kcp-apiexport-cluster-provider")),
-		NewCluster:                   objects.NewCluster,
-	})
+	mcProvider, err := objects.NewProvider(vwProviderCfg, provisioned.EndpointSliceName, r.decl.scheme)
 	if err != nil {
 		return nil, fmt.Errorf("kcp apiexport provider: %w", err)
 	}

@@ -8,11 +8,14 @@ import (
 	"github.com/kcp-dev/logicalcluster/v3"
 	mcpcache "github.com/kcp-dev/multicluster-provider/pkg/cache"
 	mcrecorder "github.com/kcp-dev/multicluster-provider/pkg/events/recorder"
+	mcpprovider "github.com/kcp-dev/multicluster-provider/pkg/provider"
+	apisv1alpha1 "github.com/kcp-dev/sdk/apis/apis/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -35,8 +38,8 @@ import (
 // runtime's memory, and each object event cost 500 handler calls. SharedWatch adds a
 // single handler and hands each event to the handler of the object's own workspace.
 //
-// Wire it in three places: NewCluster as the provider's NewCluster (it learns the
-// wildcard caches from it), Source as the controller's source of Service object
+// Wire it in three places: NewProvider (or NewCluster as a provider's NewCluster: it
+// learns the wildcard caches from it), Source as the controller's source of Service object
 // events, and the SharedWatch itself as a runnable of the manager (Engage queues the
 // objects of a workspace that engages after its objects' events were handled, since
 // the reconcile of a workspace not yet engaged finds no cluster and drops them).
@@ -45,8 +48,7 @@ type SharedWatch struct {
 	newList func() client.ObjectList
 
 	mu       sync.Mutex
-	caches   []mcpcache.WildcardCache
-	seen     map[mcpcache.WildcardCache]bool
+	caches   map[mcpcache.WildcardCache]bool // one per virtual workspace shard
 	handlers func(multicluster.ClusterName) handler.TypedEventHandler[client.Object, mcreconcile.Request]
 	queue    workqueue.TypedRateLimitingInterface[mcreconcile.Request]
 	ctx      context.Context
@@ -56,7 +58,7 @@ type SharedWatch struct {
 // NewSharedWatch returns a SharedWatch of the Service type of obj, whose lists newList
 // returns.
 func NewSharedWatch(obj client.Object, newList func() client.ObjectList) *SharedWatch {
-	return &SharedWatch{obj: obj, newList: newList, seen: map[mcpcache.WildcardCache]bool{}}
+	return &SharedWatch{obj: obj, newList: newList, caches: map[mcpcache.WildcardCache]bool{}}
 }
 
 // NewCluster is kcp's default scoped cluster; it also remembers the wildcard cache
@@ -65,9 +67,8 @@ func NewSharedWatch(obj client.Object, newList func() client.ObjectList) *Shared
 func (w *SharedWatch) NewCluster(cfg *rest.Config, name logicalcluster.Name, wildcard mcpcache.WildcardCache, scheme *runtime.Scheme, recorders mcrecorder.EventRecorderGetter) (*mcpcache.ScopedCluster, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.seen[wildcard] {
-		w.seen[wildcard] = true
-		w.caches = append(w.caches, wildcard)
+	if !w.caches[wildcard] {
+		w.caches[wildcard] = true
 		if w.queue != nil {
 			if err := w.addHandler(wildcard); err != nil {
 				return nil, err
@@ -75,6 +76,22 @@ func (w *SharedWatch) NewCluster(cfg *rest.Config, name logicalcluster.Name, wil
 		}
 	}
 	return mcpcache.NewScopedCluster(cfg, name, wildcard, scheme, recorders)
+}
+
+// NewProvider returns kcp's APIExport provider for the virtual workspace of the
+// endpoint slice endpointSlice, built from its parts with the options kcp's
+// apiexport.New sets, plus NewCluster: apiexport.New has no way to pass it.
+func (w *SharedWatch) NewProvider(cfg *rest.Config, endpointSlice string, scheme *runtime.Scheme) (*mcpprovider.Provider, error) {
+	return mcpprovider.NewProvider(cfg, endpointSlice, mcpprovider.Options{
+		Scheme:                       scheme,
+		EndpointSliceObject:          &apisv1alpha1.APIExportEndpointSlice{},
+		ExtractURLsFromEndpointSlice: mcpprovider.DefaultExtractURLsFromEndpointSlice,
+		ObjectToWatch:                &apisv1alpha1.APIBinding{},
+		AddFilter:                    mcpprovider.ConditionReadyFunc("Ready"),
+		UpdateFilter:                 mcpprovider.ConditionReadyFunc("Ready"),
+		Log:                          ptr.To(log.Log.WithName("kcp-apiexport-cluster-provider")),
+		NewCluster:                   w.NewCluster,
+	})
 }
 
 // Source returns the controller's source of Service object events; handlers returns
@@ -95,7 +112,7 @@ func (w *SharedWatch) start(ctx context.Context, q workqueue.TypedRateLimitingIn
 		return fmt.Errorf("shared watch of %T started twice", w.obj)
 	}
 	w.ctx, w.queue = ctx, q
-	for _, c := range w.caches {
+	for c := range w.caches {
 		if err := w.addHandler(c); err != nil {
 			return err
 		}

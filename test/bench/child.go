@@ -195,10 +195,10 @@ func (p *runtimeProcess) heap() float64 {
 	return v
 }
 
-// saveHeapProfile writes the runtime's heap (after a GC) and goroutine profiles to
-// $KSP_BENCH_PROFILES/<name>-{heap,goroutine}.pprof when that variable names a directory; for reading
-// with `go tool pprof` where the memory goes.
-func (p *runtimeProcess) saveHeapProfile(name string) {
+// saveProfiles writes the runtime's heap (after a GC) and goroutine profiles to
+// $KSP_BENCH_PROFILES/<name>-{heap,goroutine}.pprof when that variable names a
+// directory, for reading with `go tool pprof` where the memory goes.
+func (p *runtimeProcess) saveProfiles(name string) {
 	dir := os.Getenv("KSP_BENCH_PROFILES")
 	if dir == "" {
 		return

@@ -256,8 +256,8 @@ func (e *kcpEnv) createWidgets(ctx context.Context, name string) (map[string]tim
 
 // floor issues, with a bare client and the runtime's concurrency, the writes a
 // perfect runtime could not avoid for each tenant under this project's own
-// requirements (floorWrites lists them and why each is required), in the runtime's
-// order. It does not wait for the platform's grants.
+// requirements, in the runtime's order (report.go's kcp section lists them and why
+// each is required). It does not wait for the platform's grants.
 func (e *kcpEnv) floor(ctx context.Context, t *tb) (phase, error) {
 	p := phase{n: len(e.tenants)}
 	created, err := e.createWidgets(ctx, "floor")
@@ -360,7 +360,7 @@ func (e *kcpEnv) floor(ctx context.Context, t *tb) (phase, error) {
 			return err
 		}
 		// One namespace per tenant on the platform, as openMCP's namespace ADR asks.
-		ns := fmt.Sprintf("floor-%d", i)
+		ns := floorNamespace(i)
 		if err := pf.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return fmt.Errorf("platform namespace: %w", err)
 		}
@@ -441,7 +441,7 @@ func (e *kcpEnv) settleFloorRequests(ctx context.Context, pf client.Client) erro
 		return err
 	}
 	err := parallel(len(e.tenants), 4*concurrency, func(i int) error {
-		ns := fmt.Sprintf("floor-%d", i)
+		ns := floorNamespace(i)
 		for _, obj := range []client.Object{&clustersv1alpha1.AccessRequest{}, &clustersv1alpha1.ClusterRequest{}} {
 			obj.SetNamespace(ns)
 			obj.SetName("floor")
@@ -475,6 +475,9 @@ func (e *kcpEnv) settleFloorRequests(ctx context.Context, pf client.Client) erro
 
 // floorLabel marks the floor's platform requests.
 const floorLabel = "bench.kcp-serviceprovider/floor"
+
+// floorNamespace is tenant i's namespace on the platform in the floor.
+func floorNamespace(i int) string { return fmt.Sprintf("floor-%d", i) }
 
 // floorBinding binds role to one subject.
 func floorBinding(role *rbacv1.ClusterRole, subject rbacv1.Subject) *rbacv1.ClusterRoleBinding {
@@ -527,7 +530,7 @@ func (e *kcpEnv) runtime(ctx context.Context, t *tb, opts benchOptions) (phase, 
 	p.startup = rt.mustSnapshot(t)
 	resetPeakRSS(rt.pid())
 	p.rssBase, _ = rss(rt.pid())
-	rt.saveHeapProfile(fmt.Sprintf("kcp-%d-engaged", len(e.tenants)))
+	rt.saveProfiles(fmt.Sprintf("kcp-%d-engaged", len(e.tenants)))
 
 	before := rt.mustSnapshot(t)
 	start := time.Now()
@@ -544,7 +547,7 @@ func (e *kcpEnv) runtime(ctx context.Context, t *tb, opts benchOptions) (phase, 
 	p.lat = latencies(created, ready)
 	_, p.rssPeak = rss(rt.pid())
 	p.heap = rt.heap()
-	rt.saveHeapProfile(fmt.Sprintf("kcp-%d-converged", len(e.tenants)))
+	rt.saveProfiles(fmt.Sprintf("kcp-%d-converged", len(e.tenants)))
 
 	// Steady state: nothing changes for a while; whatever the runtime does now is
 	// overhead. (This wait is the measurement window, not a synchronisation.)

@@ -34,7 +34,6 @@ import (
 
 	"github.com/kcp-dev/logicalcluster/v3"
 	"github.com/kcp-dev/multicluster-provider/apiexport"
-	mcpprovider "github.com/kcp-dev/multicluster-provider/pkg/provider"
 	apisv1alpha1 "github.com/kcp-dev/sdk/apis/apis/v1alpha1"
 	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
 
@@ -169,12 +168,7 @@ func startWidgetRecorder(ctx context.Context, t *testing.T, cfg *rest.Config, ex
 	)
 	if shared {
 		watch = workspaces.NewSharedWatch(&Widget{}, func() client.ObjectList { return &WidgetList{} })
-		clusters, err = mcpprovider.NewProvider(cfg, exportName, mcpprovider.Options{
-			Scheme: scheme, EndpointSliceObject: &apisv1alpha1.APIExportEndpointSlice{},
-			ObjectToWatch: &apisv1alpha1.APIBinding{},
-			AddFilter:     mcpprovider.ConditionReadyFunc("Ready"), UpdateFilter: mcpprovider.ConditionReadyFunc("Ready"),
-			NewCluster: watch.NewCluster,
-		})
+		clusters, err = watch.NewProvider(cfg, exportName, scheme)
 	} else {
 		clusters, err = apiexport.New(cfg, exportName, apiexport.Options{Scheme: scheme})
 	}
