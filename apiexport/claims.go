@@ -8,9 +8,12 @@ import (
 
 // requiredClaimVerbs are the verbs package tokens uses on each claimed resource through
 // the virtual workspace: it reads an object, creates it when absent, updates it when it
-// drifted, and deletes it when the tenant goes away. No list or watch: the runtime never
-// needs to see the tenant's other ServiceAccounts or RBAC.
-var requiredClaimVerbs = []string{"create", "delete", "get", "update"}
+// drifted, and deletes it when the tenant goes away; list and watch let the runtime
+// notice within seconds when someone changes or deletes one of its objects
+// (workspaces.AccessWatch). The runtime lists and watches only objects carrying its
+// managed-by label, and a tenant narrowing the claims to that label shows it nothing
+// else.
+var requiredClaimVerbs = []string{"create", "delete", "get", "list", "update", "watch"}
 
 // eventClaimVerbs are the verbs of the events claim: client-go's event recorder creates
 // an event and patches it when the same event recurs. Nothing is read or deleted.
@@ -19,8 +22,8 @@ var eventClaimVerbs = []string{"create", "patch"}
 // RequiredPermissionClaims returns the claims the runtime itself needs in every tenant
 // workspace, so that it can create the workload ServiceAccount and the RBAC that lets
 // the runtime mint that account's tokens (see package tokens): core serviceaccounts,
-// rbac.authorization.k8s.io clusterroles and clusterrolebindings, each with get, create,
-// update and delete. Provision merges them into every export; documentation and the
+// rbac.authorization.k8s.io clusterroles and clusterrolebindings, each with get, list,
+// watch, create, update and delete. Provision merges them into every export; documentation and the
 // engine read them from here so all agree. The result is a fresh copy.
 //
 // Accepting these claims is an act of trust by the tenant: whoever holds the runtime's

@@ -172,7 +172,7 @@ func TestProvision(t *testing.T) {
 		// A verb someone else added to one of the runtime's claims is kept too.
 		for i := range export.Spec.PermissionClaims {
 			if export.Spec.PermissionClaims[i].Resource == "serviceaccounts" {
-				export.Spec.PermissionClaims[i].Verbs = append(export.Spec.PermissionClaims[i].Verbs, "list")
+				export.Spec.PermissionClaims[i].Verbs = append(export.Spec.PermissionClaims[i].Verbs, "patch")
 			}
 		}
 		if err := c.Update(ctx, export); err != nil {
@@ -370,8 +370,8 @@ func assertForeignSurvived(t *testing.T, export *apisv1alpha2.APIExport, gadgetS
 	if findClaim(export, "", "configmaps") == nil {
 		t.Errorf("foreign claim configmaps lost: %+v", export.Spec.PermissionClaims)
 	}
-	if sa := findClaim(export, "", "serviceaccounts"); sa == nil || !slices.Contains(sa.Verbs, "list") {
-		t.Errorf("foreign verb list on serviceaccounts lost: %+v", export.Spec.PermissionClaims)
+	if sa := findClaim(export, "", "serviceaccounts"); sa == nil || !slices.Contains(sa.Verbs, "patch") {
+		t.Errorf("foreign verb patch on serviceaccounts lost: %+v", export.Spec.PermissionClaims)
 	}
 }
 

@@ -22,7 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
@@ -298,9 +300,12 @@ func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (_ *kcpR
 		Labels:       map[string]string{ManagedByLabel: r.decl.name},
 		Observe:      metrics.TokenObserver(r.decl.name),
 	})
+	// Tampering with the worker's access in a workspace is repaired within seconds.
+	accessWatch := workspaces.NewAccessWatch(minter, r.decl.scheme, map[string]string{ManagedByLabel: r.decl.name})
+	objects.OnVirtualWorkspace(accessWatch.VirtualWorkspace)
 	tenancy := workspaces.NewTenancy[T](workspaces.Options{
 		Minter: minter, NewList: r.decl.newList, Kind: r.decl.gvk.Kind,
-		Scheme: r.decl.scheme, Tune: opts.tune,
+		Scheme: r.decl.scheme, Tune: opts.tune, RetryInterval: opts.RetryInterval,
 	})
 	e, err := engine.Register(mgr, r.engineOptions(platform, tenancy, workspaces.Labels, opts), engine.Setup{
 		Name:                    r.decl.name + "-kcp",
@@ -312,6 +317,7 @@ func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (_ *kcpR
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		WrapCluster:             workspaces.NewSharedDiscovery().Wrap,
 		SharedWatch:             objects.Source,
+		Sources:                 []func(engine.ClusterLister) source.TypedSource[mcreconcile.Request]{accessWatch.Source},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kcp mode controller: %w", err)

@@ -28,6 +28,10 @@ type Credential struct {
 	// RenewAt is when the Minter hands out a new token (80 % of the lifetime); callers
 	// that store the credential should come back by then.
 	RenewAt time.Time
+	// Repaired says, in a tenant's words, what the Ensure that returned this
+	// credential had to restore because someone else changed or deleted it in the
+	// workspace after the Minter had it in order. Empty on a first Ensure.
+	Repaired []string
 }
 
 const redacted = "<redacted>"
@@ -56,7 +60,15 @@ func (c Credential) MarshalLog() any {
 // Minter's cache.
 func (c Credential) clone() *Credential {
 	c.Kubeconfig = bytes.Clone(c.Kubeconfig)
+	c.Repaired = nil
 	return &c
+}
+
+// withRepaired is clone with Repaired set.
+func (c Credential) withRepaired(repaired []string) *Credential {
+	out := c.clone()
+	out.Repaired = repaired
+	return out
 }
 
 // kubeconfig renders a kubeconfig for token at server, trusting what direct trusts.

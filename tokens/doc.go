@@ -43,7 +43,8 @@
 // What a tenant trusts by accepting the claims: the virtual workspace performs claimed
 // writes with the tenant workspace's own authority, so the holder of the runtime's
 // identity can create any ClusterRole and binding there, not just the ones this
-// package writes. The claims' verbs are therefore minimal (no list or watch), the
+// package writes. The claims' verbs are therefore few (list and watch only to notice
+// tampering with the Minter's own objects, see Minter.Drifted), the
 // Minter labels everything it creates (Options.Labels), and a tenant may accept the
 // claims only for objects with those labels.
 //

@@ -110,3 +110,23 @@ func claimAccepts(binding unstructured.Unstructured, gr schema.GroupResource, ve
 	}
 	return false
 }
+
+// NotManagedError says that an object the Minter needs exists in the tenant workspace
+// under its name but without the Minter's labels, so the claims (narrowed to those
+// labels) hide it from the runtime: the runtime can neither read, repair nor replace
+// it. Someone in the workspace created it, or removed the labels from the runtime's
+// own; only they can resolve it.
+type NotManagedError struct {
+	// Resource is the object's resource, e.g. serviceaccounts.
+	Resource schema.GroupResource
+	// Name is the object's name (namespace/name when namespaced).
+	Name string
+	// Labels are the labels the runtime puts on what it manages.
+	Labels map[string]string
+}
+
+// Error says what to do about it.
+func (e *NotManagedError) Error() string {
+	return fmt.Sprintf("%s %s exists in this workspace without the label %s, so the runtime can neither see nor manage it: delete it (the runtime then creates its own), or label it %s to hand it to the runtime",
+		e.Resource.String(), e.Name, formatLabels(e.Labels), formatLabels(e.Labels))
+}

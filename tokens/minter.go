@@ -308,7 +308,9 @@ func (m *Minter) setGlobal(v bool) {
 }
 
 // ensure writes the objects with the given subjects for the runtime and returns a
-// cached or new token.
+// cached or new token. When the workspace had been served and something had to be
+// repaired (a tenant deleted or changed one of the objects), the credential says what
+// in Repaired.
 func (m *Minter) ensure(ctx context.Context, ws client.Client, cluster logicalcluster.Name, subjects []rbacv1.Subject) (*Credential, error) {
 	m.mu.Lock()
 	entry, ok := m.cache[cluster]
@@ -318,9 +320,13 @@ func (m *Minter) ensure(ctx context.Context, ws client.Client, cluster logicalcl
 		return entry.cred.clone(), nil
 	}
 	checked := m.opts.Clock.Now()
-	saUID, wrote, err := m.ensureObjects(ctx, ws, subjects)
+	saUID, changes, err := m.ensureObjects(ctx, ws, subjects)
 	if err != nil {
 		return nil, err
+	}
+	var repaired []string
+	if ok && equality.Semantic.DeepEqual(entry.subjects, subjects) {
+		repaired = changes
 	}
 	// A token stays valid while its ServiceAccount does (same UID), whatever else
 	// was repaired.
@@ -329,9 +335,9 @@ func (m *Minter) ensure(ctx context.Context, ws client.Client, cluster logicalcl
 		m.mu.Lock()
 		m.cache[cluster] = entry
 		m.mu.Unlock()
-		return entry.cred.clone(), nil
+		return entry.cred.withRepaired(repaired), nil
 	}
-	cred, err := m.mint(ctx, cluster, wrote)
+	cred, err := m.mint(ctx, cluster, len(changes) > 0)
 	if m.opts.Observe != nil {
 		m.opts.Observe(ok, err)
 	}
@@ -341,7 +347,34 @@ func (m *Minter) ensure(ctx context.Context, ws client.Client, cluster logicalcl
 	m.mu.Lock()
 	m.cache[cluster] = cacheEntry{cred: *cred, saUID: saUID, checked: checked, subjects: subjects}
 	m.mu.Unlock()
-	return cred.clone(), nil
+	return cred.withRepaired(repaired), nil
+}
+
+// Lookup returns a credential for the tenant workspace without creating or repairing
+// anything, for the deletion path: the cached token while it is valid, else a token
+// requested for the workload ServiceAccount as it is. Nil when there is none (the
+// account or the runtime's permission is gone): deletion goes on without it.
+func (m *Minter) Lookup(ctx context.Context, cluster logicalcluster.Name) *Credential {
+	if m.init() != nil || cluster.Empty() {
+		return nil
+	}
+	m.mu.Lock()
+	entry, ok := m.cache[cluster]
+	m.mu.Unlock()
+	if ok && m.opts.Clock.Now().Before(entry.cred.ExpiresAt) {
+		return entry.cred.clone()
+	}
+	cred, err := m.mint(ctx, cluster, false)
+	if err != nil {
+		logr.FromContextOrDiscard(ctx).V(1).Info("no workspace credential for deletion", "cluster", cluster, "reason", err.Error())
+		return nil
+	}
+	// Kept for the deletion's next reconciles; checked stays zero, so an Ensure (the
+	// object's deletion was undone) reads every object again.
+	m.mu.Lock()
+	m.cache[cluster] = cacheEntry{cred: *cred}
+	m.mu.Unlock()
+	return cred.clone()
 }
 
 // mint requests a token directly from kcp. Right after the Minter wrote RBAC, kcp's
@@ -426,41 +459,55 @@ func (e *tokenRequestError) Unwrap() error { return e.err }
 // kcp's authorizer has seen that binding, and the three writes after it give it that
 // time (with the binding written last, the benchmark at 100 workspaces saw 0.04 refused
 // TokenRequests per workspace).
-func (m *Minter) ensureObjects(ctx context.Context, ws client.Client, runtimeSubjects []rbacv1.Subject) (types.UID, bool, error) {
+func (m *Minter) ensureObjects(ctx context.Context, ws client.Client, runtimeSubjects []rbacv1.Subject) (types.UID, []string, error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: m.opts.ServiceAccount.Namespace, Name: m.opts.ServiceAccount.Name}}
-	requesterRole := &rbacv1.ClusterRole{
+	changes, err := m.ensurePair(ctx, ws, m.requesterRole(), runtimeSubjects)
+	if err != nil {
+		return "", nil, err
+	}
+	c, err := upsert(ctx, ws, grServiceAccounts, sa, func(have *corev1.ServiceAccount) bool {
+		return m.mergeLabels(&have.ObjectMeta)
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	changes = c.describe(changes, "ServiceAccount", client.ObjectKeyFromObject(sa).String())
+	more, err := m.ensurePair(ctx, ws, m.workloadRole(), m.workloadSubjects())
+	if err != nil {
+		return "", nil, err
+	}
+	return sa.UID, append(changes, more...), nil
+}
+
+// requesterRole lets the runtime request the workload account's tokens, and nothing
+// else.
+func (m *Minter) requesterRole() *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: m.requesterName()},
 		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}, ResourceNames: []string{sa.Name}},
+			{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}, ResourceNames: []string{m.opts.ServiceAccount.Name}},
 			// kcp requires the verb access on / for any request into a workspace by
 			// a user that is not a member of it.
 			{NonResourceURLs: []string{"/"}, Verbs: []string{"access"}},
 		},
 	}
-	wrote, err := m.ensurePair(ctx, ws, requesterRole, runtimeSubjects)
-	if err != nil {
-		return "", false, err
-	}
-	w, err := upsert(ctx, ws, grServiceAccounts, sa, func(have *corev1.ServiceAccount) bool {
-		return m.mergeLabels(&have.ObjectMeta)
-	})
-	if err != nil {
-		return "", false, err
-	}
-	wrote = wrote || w
-	workloadRole := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: m.workloadName()}, Rules: m.opts.Rules}
-	saSubject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sa.Namespace, Name: sa.Name}}
-	w, err = m.ensurePair(ctx, ws, workloadRole, saSubject)
-	if err != nil {
-		return "", false, err
-	}
-	return sa.UID, wrote || w, nil
 }
 
-// ensurePair creates or repairs role and a binding of the same name to subjects.
-func (m *Minter) ensurePair(ctx context.Context, ws client.Client, role *rbacv1.ClusterRole, subjects []rbacv1.Subject) (bool, error) {
+// workloadRole holds the rules the provider declares for its workload.
+func (m *Minter) workloadRole() *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: m.workloadName()}, Rules: m.opts.Rules}
+}
+
+func (m *Minter) workloadSubjects() []rbacv1.Subject {
+	sa := m.opts.ServiceAccount
+	return []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sa.Namespace, Name: sa.Name}}
+}
+
+// ensurePair creates or repairs role and a binding of the same name to subjects, and
+// describes what it changed.
+func (m *Minter) ensurePair(ctx context.Context, ws client.Client, role *rbacv1.ClusterRole, subjects []rbacv1.Subject) ([]string, error) {
 	rules := role.Rules
-	wroteRole, err := upsert(ctx, ws, grClusterRoles, role, func(have *rbacv1.ClusterRole) bool {
+	roleChange, err := upsert(ctx, ws, grClusterRoles, role, func(have *rbacv1.ClusterRole) bool {
 		changed := m.mergeLabels(&have.ObjectMeta)
 		if !equality.Semantic.DeepEqual(have.Rules, rules) || have.AggregationRule != nil {
 			have.Rules, have.AggregationRule = rules, nil
@@ -469,13 +516,14 @@ func (m *Minter) ensurePair(ctx context.Context, ws client.Client, role *rbacv1.
 		return changed
 	})
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	wroteBinding, err := m.ensureBinding(ctx, ws, role.Name, subjects)
+	bindingChange, err := m.ensureBinding(ctx, ws, role.Name, subjects)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	return wroteRole || wroteBinding, nil
+	changes := roleChange.describe(nil, "ClusterRole", role.Name)
+	return bindingChange.describe(changes, "ClusterRoleBinding", role.Name), nil
 }
 
 var (
@@ -488,10 +536,10 @@ var (
 
 // ensureBinding makes the ClusterRoleBinding name bind the ClusterRole name to
 // subjects. A binding with another roleRef (immutable) is deleted and recreated.
-func (m *Minter) ensureBinding(ctx context.Context, ws client.Client, name string, subjects []rbacv1.Subject) (bool, error) {
+func (m *Minter) ensureBinding(ctx context.Context, ws client.Client, name string, subjects []rbacv1.Subject) (change, error) {
 	roleRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}
 	b := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: roleRef, Subjects: subjects}
-	wrote, err := upsert(ctx, ws, grClusterRoleBindings, b, func(have *rbacv1.ClusterRoleBinding) bool {
+	c, err := upsert(ctx, ws, grClusterRoleBindings, b, func(have *rbacv1.ClusterRoleBinding) bool {
 		if have.RoleRef != roleRef {
 			return false // replaced below
 		}
@@ -503,20 +551,20 @@ func (m *Minter) ensureBinding(ctx context.Context, ws client.Client, name strin
 		return changed
 	})
 	if err == nil && b.RoleRef == roleRef {
-		return wrote, nil
+		return c, nil
 	}
 	if err != nil {
-		return false, err
+		return unchanged, err
 	}
 	// Someone bound another role under our name; the roleRef cannot be changed.
 	if err := ws.Delete(ctx, b, client.Preconditions{UID: &b.UID}); err != nil && !apierrors.IsNotFound(err) {
-		return false, classify(ctx, ws, grClusterRoleBindings, "delete", fmt.Errorf("replacing ClusterRoleBinding %s: %w", name, err))
+		return unchanged, classify(ctx, ws, grClusterRoleBindings, "delete", fmt.Errorf("replacing ClusterRoleBinding %s: %w", name, err))
 	}
 	b = &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: roleRef, Subjects: subjects}
 	if _, err := upsert(ctx, ws, grClusterRoleBindings, b, func(*rbacv1.ClusterRoleBinding) bool { return false }); err != nil {
-		return false, err
+		return unchanged, err
 	}
-	return true, nil
+	return updated, nil
 }
 
 // mergeLabels adds the Minter's labels to meta and says whether that changed it. Labels
@@ -535,26 +583,55 @@ func (m *Minter) mergeLabels(meta *metav1.ObjectMeta) bool {
 	return changed
 }
 
+// change is what upsert did to an object.
+type change uint8
+
+const (
+	unchanged change = iota
+	created
+	updated
+)
+
+// describe appends what c did to the object kind/name to changes, in words a tenant
+// reads.
+func (c change) describe(changes []string, kind, name string) []string {
+	switch c {
+	case created:
+		return append(changes, kind+" "+name+" was missing")
+	case updated:
+		return append(changes, kind+" "+name+" had been changed")
+	}
+	return changes
+}
+
 // upsert reads obj's namesake; creates obj (with the Minter's labels, via the caller's
 // mutate) if it is missing; otherwise lets mutate bring the read object in line and
 // updates it if mutate reports a change. On return obj holds the server's object.
-// Losing a race to another writer is retried from a fresh read.
-func upsert[T client.Object](ctx context.Context, ws client.Client, gr schema.GroupResource, obj T, mutate func(have T) bool) (bool, error) {
+// Losing a race to another writer is retried from a fresh read. A create refused as
+// AlreadyExists for an object the read did not find is one the claim's label selector
+// hides: a *NotManagedError.
+func upsert[T client.Object](ctx context.Context, ws client.Client, gr schema.GroupResource, obj T, mutate func(have T) bool) (change, error) {
 	want := obj.DeepCopyObject().(T)
 	key := client.ObjectKeyFromObject(obj)
-	wrote := false
+	did := unchanged
+	var notManaged *NotManagedError
 	err := retry.OnError(conflictBackoff, func(err error) bool {
-		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+		return !errors.As(err, &notManaged) && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err))
 	}, func() error {
 		err := ws.Get(ctx, key, obj)
 		if apierrors.IsNotFound(err) && !isResourceNotServed(err) {
 			fresh := want.DeepCopyObject().(T)
 			mutate(fresh)
 			if err := ws.Create(ctx, fresh); err != nil {
+				if apierrors.IsAlreadyExists(err) {
+					if gerr := ws.Get(ctx, key, obj); apierrors.IsNotFound(gerr) && !isResourceNotServed(gerr) {
+						return &NotManagedError{Resource: gr, Name: objectName(key), Labels: fresh.GetLabels()}
+					}
+				}
 				return classify(ctx, ws, gr, "create", err)
 			}
 			copyInto(obj, fresh)
-			wrote = true
+			did = created
 			return nil
 		}
 		if err != nil {
@@ -566,13 +643,21 @@ func upsert[T client.Object](ctx context.Context, ws client.Client, gr schema.Gr
 		if err := ws.Update(ctx, obj); err != nil {
 			return classify(ctx, ws, gr, "update", err)
 		}
-		wrote = true
+		did = updated
 		return nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("ensuring %s %s: %w", gr.String(), key.String(), err)
+		return unchanged, fmt.Errorf("ensuring %s %s: %w", gr.String(), key.String(), err)
 	}
-	return wrote, nil
+	return did, nil
+}
+
+// objectName is namespace/name, or name for a cluster-scoped object.
+func objectName(key client.ObjectKey) string {
+	if key.Namespace == "" {
+		return key.Name
+	}
+	return key.String()
 }
 
 // copyInto copies src's content into dst (both the same pointer type).
@@ -587,32 +672,6 @@ func copyInto[T client.Object](dst, src T) {
 	default:
 		panic(fmt.Sprintf("tokens: copyInto: unexpected type %T", dst))
 	}
-}
-
-// Remove deletes what Ensure created in the tenant workspace (bindings first, so the
-// runtime loses its token permission before the account goes) and forgets the cached
-// token. Deleting the ServiceAccount invalidates every token minted for it. Objects
-// already gone are fine.
-func (m *Minter) Remove(ctx context.Context, ws client.Client, cluster logicalcluster.Name) error {
-	m.Forget(cluster)
-	sa := m.opts.ServiceAccount
-	objs := []struct {
-		obj client.Object
-		gr  schema.GroupResource
-	}{
-		{&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: m.requesterName()}}, grClusterRoleBindings},
-		{&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: m.workloadName()}}, grClusterRoleBindings},
-		{&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: m.requesterName()}}, grClusterRoles},
-		{&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: m.workloadName()}}, grClusterRoles},
-		{&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: sa.Namespace, Name: sa.Name}}, grServiceAccounts},
-	}
-	for _, o := range objs {
-		if err := ws.Delete(ctx, o.obj); err != nil && !(apierrors.IsNotFound(err) && !isResourceNotServed(err)) {
-			return fmt.Errorf("tokens: workspace %s: deleting %s %s: %w", cluster, o.gr.String(),
-				client.ObjectKeyFromObject(o.obj), classify(ctx, ws, o.gr, "delete", err))
-		}
-	}
-	return nil
 }
 
 // Forget drops the cached token of cluster, e.g. when the tenant's workspace is gone

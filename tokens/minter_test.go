@@ -269,8 +269,8 @@ func TestMinterGlobalServiceAccounts(t *testing.T) {
 
 	t.Run("Remove deletes what Ensure created", func(t *testing.T) {
 		writesA.Store(0)
-		if err := m.Remove(ctx, wsA, a.lc); err != nil {
-			t.Fatalf("Remove: %v", err)
+		if r, err := m.Remove(ctx, wsA, a.lc); err != nil || !r.Done() || len(r.Left) != 0 {
+			t.Fatalf("Remove: %+v, %v; want done with nothing left", r, err)
 		}
 		if n := writesA.Load(); n != 5 {
 			t.Errorf("%d deletes, want 5", n)
@@ -281,8 +281,8 @@ func TestMinterGlobalServiceAccounts(t *testing.T) {
 				t.Errorf("%T %s after Remove: %v, want NotFound", o, o.GetName(), err)
 			}
 		}
-		if err := m.Remove(ctx, wsA, a.lc); err != nil {
-			t.Errorf("second Remove: %v", err)
+		if r, err := m.Remove(ctx, wsA, a.lc); err != nil || !r.Done() || len(r.Left) != 0 {
+			t.Errorf("second Remove: %+v, %v; want done with nothing left", r, err)
 		}
 		// The deleted ServiceAccount's tokens stop working.
 		cfg := restConfigFrom(t, credA.Kubeconfig)

@@ -53,6 +53,8 @@ type SharedWatch struct {
 	queue    workqueue.TypedRateLimitingInterface[mcreconcile.Request]
 	ctx      context.Context
 	stops    []func()
+	// vwHooks are told of each virtual workspace as it is first seen.
+	vwHooks []func(*rest.Config) error
 }
 
 // NewSharedWatch returns a SharedWatch of the Service type of obj, whose lists newList
@@ -74,6 +76,11 @@ func (w *SharedWatch) NewCluster(cfg *rest.Config, name logicalcluster.Name, wil
 				return nil, err
 			}
 		}
+		for _, hook := range w.vwHooks {
+			if err := hook(cfg); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return mcpcache.NewScopedCluster(cfg, name, wildcard, scheme, recorders)
 }
@@ -92,6 +99,15 @@ func (w *SharedWatch) NewProvider(cfg *rest.Config, endpointSlice string, scheme
 		Log:                          ptr.To(log.Log.WithName("kcp-apiexport-cluster-provider")),
 		NewCluster:                   w.NewCluster,
 	})
+}
+
+// OnVirtualWorkspace makes NewCluster tell hook of each virtual workspace (one per kcp
+// shard) as it first sees it, with the config it reaches it with. Call it before the
+// provider starts.
+func (w *SharedWatch) OnVirtualWorkspace(hook func(*rest.Config) error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.vwHooks = append(w.vwHooks, hook)
 }
 
 // Source returns the controller's source of Service object events; handlers returns

@@ -5,15 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/kcp-dev/logicalcluster/v3"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
@@ -139,12 +142,39 @@ func (t *Tenancy[T]) EndUser(ctx context.Context, tg engine.Target[T]) (*cluster
 	cred, err := t.opts.Minter.Ensure(ctx, ws, lc)
 	if err != nil {
 		var claim *tokens.ClaimNotAcceptedError
-		if errors.As(err, &claim) {
+		var foreign *tokens.NotManagedError
+		switch {
+		case errors.As(err, &claim):
 			return nil, &access.WaitingError{Reason: v1alpha1.ReasonPermissionClaimMissing, Final: true,
 				RequeueAfter: t.opts.RetryInterval, Message: claim.Error()}
+		case errors.As(err, &foreign):
+			// The object is hidden from the runtime's watch too: only the retry brings
+			// this back after the tenant deletes it.
+			return nil, &access.WaitingError{Reason: v1alpha1.ReasonConflictingObject, Final: true,
+				RequeueAfter: t.opts.RetryInterval, Message: foreign.Error()}
 		}
 		return nil, fmt.Errorf("workspace credential: %w", err)
 	}
+	t.markProvisioned(tg.Object)
+	if len(cred.Repaired) > 0 {
+		// Said on the object before the provider hands the worker its access again
+		// (the next reconcile, at once): while it was broken, the service was not
+		// working, and the tenant should see why.
+		logger := log.FromContext(ctx)
+		logger.Info("repaired the worker's access in the workspace", "repaired", cred.Repaired)
+		return nil, &access.WaitingError{Reason: v1alpha1.ReasonAccessRepaired, RequeueAfter: repairedRequeue,
+			Message: "someone changed what the runtime keeps in this workspace for the worker (" + strings.Join(cred.Repaired, ", ") +
+				"); the runtime restored it and is handing the worker its access again"}
+	}
+	return t.accessFor(lc, cred)
+}
+
+// repairedRequeue is how soon the reconcile after a repair hands the worker its access.
+const repairedRequeue = 100 * time.Millisecond
+
+// accessFor returns the client of a credential, reusing the one built for the same
+// token.
+func (t *Tenancy[T]) accessFor(lc logicalcluster.Name, cred *tokens.Credential) (*cluster.Access, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if c, ok := t.clients[lc]; ok && c.token == cred.Token {
@@ -161,31 +191,77 @@ func (t *Tenancy[T]) EndUser(ctx context.Context, tg engine.Target[T]) (*cluster
 	return a, nil
 }
 
-// LookupEndUser returns the credential for the deletion path. A workspace whose claims
-// were never accepted has nothing of ours in it: no credential, and nothing to wait for.
-func (t *Tenancy[T]) LookupEndUser(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
-	a, err := t.EndUser(ctx, tg)
-	if w, ok := access.AsWaiting(err); ok && w.Reason == v1alpha1.ReasonPermissionClaimMissing {
-		return nil, nil
-	}
-	return a, err
+// markProvisioned records on the object (written with its status) that the runtime
+// keeps objects in the workspace: after a restart, it is how deletion tells a
+// workspace whose claims were rejected after provisioning (cleanup must wait) from
+// one that never accepted them (nothing to clean up).
+func (t *Tenancy[T]) markProvisioned(obj T) {
+	sa := t.opts.Minter.ServiceAccount()
+	meta.SetStatusCondition(&obj.GetServiceStatus().Conditions, metav1.Condition{
+		Type: v1alpha1.ConditionWorkspaceAccess, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonProvisioned,
+		ObservedGeneration: obj.GetGeneration(),
+		Message: fmt.Sprintf("the runtime keeps ServiceAccount %s and its RBAC in this workspace for the worker; deleting this %s removes them",
+			sa, t.opts.Kind),
+	})
 }
 
-// ReleaseEndUser removes the workspace ServiceAccount and its RBAC.
+// LookupEndUser returns the credential for the deletion path without creating or
+// repairing anything (tokens.Minter.Lookup); nil when there is none.
+func (t *Tenancy[T]) LookupEndUser(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
+	lc := logicalcluster.Name(tg.ClusterName)
+	cred := t.opts.Minter.Lookup(ctx, lc)
+	if cred == nil {
+		return nil, nil
+	}
+	return t.accessFor(lc, cred)
+}
+
+// ReleaseEndUser removes the workspace ServiceAccount and its RBAC. It is done once the
+// ServiceAccount is gone (its tokens with it) and nothing the runtime still manages is
+// left; what a rejected claim keeps it from removing holds the deletion, with a
+// message saying how to let it finish. Objects the tenant took over (the managed-by
+// label removed) are left to the tenant and reported.
 func (t *Tenancy[T]) ReleaseEndUser(ctx context.Context, tg engine.Target[T]) (bool, error) {
 	lc := logicalcluster.Name(tg.ClusterName)
 	ws, err := t.directClient(tg)
 	if err != nil {
 		return false, err
 	}
-	if err := t.opts.Minter.Remove(ctx, ws, lc); err != nil && !errors.Is(err, tokens.ErrClaimNotAccepted) {
+	r, err := t.opts.Minter.Remove(ctx, ws, lc)
+	if err != nil {
 		return false, fmt.Errorf("removing workspace credential: %w", err)
 	}
 	t.mu.Lock()
 	delete(t.clients, lc)
+	t.mu.Unlock()
+	if !r.Done() && (provisioned(tg.Object) || !onlyClaimsRefused(r)) {
+		return false, &access.WaitingError{Reason: v1alpha1.ReasonCleanupBlocked, Final: true,
+			RequeueAfter: t.opts.RetryInterval, Message: r.Explain()}
+	}
+	t.mu.Lock()
 	delete(t.direct, lc)
 	t.mu.Unlock()
+	if len(r.TakenOver()) > 0 {
+		return true, &access.LeftBehind{Message: r.Explain()}
+	}
 	return true, nil
+}
+
+// provisioned says whether the object records that the runtime provisioned its
+// workspace (markProvisioned).
+func provisioned(obj provider.Object) bool {
+	return meta.IsStatusConditionTrue(obj.GetServiceStatus().Conditions, v1alpha1.ConditionWorkspaceAccess)
+}
+
+// onlyClaimsRefused says that every object Remove could not delete was refused for
+// a claim: the runtime cannot tell whether it exists at all.
+func onlyClaimsRefused(r tokens.Removal) bool {
+	for _, l := range r.Left {
+		if l.NotManaged || !errors.Is(l.Err, tokens.ErrClaimNotAccepted) {
+			return false
+		}
+	}
+	return true
 }
 
 // directClient returns the workspace's uncached virtual-workspace client

@@ -25,3 +25,13 @@ func AsWaiting(err error) (*WaitingError, bool) {
 	ok := errors.As(err, &w)
 	return w, ok
 }
+
+// LeftBehind says that a release finished but left objects to their owner that it
+// could not remove (they are no longer the runtime's to remove). It comes with a
+// release reported done; the engine reports it in an event and the log, since the
+// object it concerns is about to go.
+type LeftBehind struct {
+	Message string
+}
+
+func (l *LeftBehind) Error() string { return "left behind: " + l.Message }

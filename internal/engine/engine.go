@@ -7,6 +7,7 @@ import (
 	"time"
 
 	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -249,8 +250,14 @@ func (e *Engine[T]) delete(ctx context.Context, t Target[T], pc provider.Provide
 		}
 	}
 	done, err := e.opts.Tenancy.ReleaseEndUser(ctx, t)
+	if left := (*access.LeftBehind)(nil); errors.As(err, &left) {
+		// The object is about to go: the event and the log are where this stays.
+		log.FromContext(ctx).Info("deletion left objects to the tenant", "leftBehind", left.Message)
+		e.emit(ctx, &t, corev1.EventTypeWarning, EventLeftBehind, "Delete", left.Message)
+		err = nil
+	}
 	if err != nil {
-		return reconcile.Result{}, err
+		return e.waitingOrError(st, obj.GetGeneration(), err)
 	}
 	if !done {
 		setReady(st, obj.GetGeneration(), metav1.ConditionFalse, v1alpha1.ReasonDeleting, "releasing end-user cluster access", v1alpha1.PhaseTerminating)
@@ -372,17 +379,22 @@ func (w *writer[T]) finish(ctx context.Context, res reconcile.Result, err error)
 	// Set here, not when the reconcile starts: a patch of the object on the way (the
 	// finalizer) replaces the status in memory with the server's.
 	st.Identity = w.identity
-	if equality.Semantic.DeepEqual(w.base, st) {
-		return res, err
-	}
-	// The cache may lag behind this engine's own last write; if this reconcile wrote
-	// nothing else, the object is still the version read.
-	if w.obj.GetResourceVersion() == w.readVersion && w.written.alreadyWritten(w.obj.GetUID(), w.readVersion, st) {
+	// The cache may lag behind this engine's own last write: if this reconcile wrote
+	// nothing else, the object is still the version read, and the server holds that
+	// write, not the status read. Compare with it, and patch from it.
+	held := w.base
+	if last, ok := w.written.lastOver(w.obj.GetUID(), w.readVersion); ok && w.obj.GetResourceVersion() == w.readVersion {
+		if equality.Semantic.DeepEqual(last, withoutTransitionTimes(st)) {
+			return res, err
+		}
+		held = last
+		retime(st, last, metav1.Now())
+	} else if equality.Semantic.DeepEqual(w.base, st) {
 		return res, err
 	}
 	over := w.obj.GetResourceVersion()
 	base := w.obj.DeepCopyObject().(T)
-	*base.GetServiceStatus() = *w.base
+	*base.GetServiceStatus() = *held
 	if perr := w.client.Status().Patch(ctx, w.obj, client.MergeFrom(base)); perr != nil && !apierrors.IsNotFound(perr) {
 		return reconcile.Result{}, errors.Join(err, fmt.Errorf("%w: %w", errWritingStatus, perr))
 	}

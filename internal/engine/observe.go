@@ -28,6 +28,9 @@ const (
 	// EventAccepted: the runtime admitted the object and took responsibility for it
 	// (it added its finalizer).
 	EventAccepted = "Accepted"
+	// EventLeftBehind: deletion finished but left objects to the tenant that the
+	// runtime could no longer remove (Warning).
+	EventLeftBehind = "LeftBehind"
 )
 
 // warningReasons are the Ready reasons whose events are of type Warning: something
@@ -41,6 +44,9 @@ var warningReasons = map[string]bool{
 	v1alpha1.ReasonPermissionClaimMissing: true,
 	v1alpha1.ReasonProviderConfigMissing:  true,
 	v1alpha1.ReasonProviderConfigInvalid:  true,
+	v1alpha1.ReasonAccessRepaired:         true,
+	v1alpha1.ReasonConflictingObject:      true,
+	v1alpha1.ReasonCleanupBlocked:         true,
 }
 
 // maxEventNote is events.k8s.io's limit on an event's note.

@@ -49,6 +49,10 @@ type Setup struct {
 	// controller watches the Service type in each engaged cluster
 	// (workspaces.SharedWatch says why kcp mode wants one watch).
 	SharedWatch func(func(multicluster.ClusterName) handler.TypedEventHandler[client.Object, mcreconcile.Request]) source.TypedSource[mcreconcile.Request]
+	// Sources are further sources of reconcile requests, given the engaged clusters'
+	// objects (e.g. workspaces.AccessWatch, which brings a workspace's objects back
+	// when the worker's access there was tampered with).
+	Sources []func(ClusterLister) source.TypedSource[mcreconcile.Request]
 	// WrapCluster, if set, replaces each engaged cluster before the engine sees it,
 	// e.g. to share one REST mapper among workspaces (workspaces.SharedDiscovery).
 	WrapCluster func(ctrlcluster.Cluster) (ctrlcluster.Cluster, error)
@@ -98,6 +102,9 @@ func Register[T provider.Object](mgr mcmanager.Manager, opts Options[T], s Setup
 		}))
 	} else {
 		b = b.Watches(opts.NewObject(), objects)
+	}
+	for _, src := range s.Sources {
+		b = b.WatchesRawSource(src(set))
 	}
 	if err := b.Complete(e); err != nil {
 		return nil, err

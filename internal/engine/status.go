@@ -3,7 +3,6 @@ package engine
 import (
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,7 +32,9 @@ func setReady(st *v1alpha1.ServiceStatus, generation int64, status metav1.Condit
 // the object still carries the old resourceVersion, the status looks out of date, and
 // the engine would write the same status again. Such a write is skipped, but only when
 // the cached object is exactly the version written over: a status that anyone else
-// changed since is written again.
+// changed since is written again. The other way round, a status equal to the stale read
+// but not to the engine's own last write (a brief state such as AccessRepaired, left
+// at once) is written, from that write.
 type writtenStatuses struct{ *memory[writtenStatus] }
 
 type writtenStatus struct {
@@ -45,10 +46,25 @@ func newWrittenStatuses() *writtenStatuses {
 	return &writtenStatuses{newMemory[writtenStatus](time.Minute)}
 }
 
-// alreadyWritten says whether st was last written over version of object uid.
-func (w *writtenStatuses) alreadyWritten(uid types.UID, version string, st *v1alpha1.ServiceStatus) bool {
+// lastOver returns the status last written over version of object uid, if the last
+// write was over that version (without transition times).
+func (w *writtenStatuses) lastOver(uid types.UID, version string) (*v1alpha1.ServiceStatus, bool) {
 	last, ok := w.get(uid)
-	return ok && last.over == version && equality.Semantic.DeepEqual(last.status, withoutTransitionTimes(st))
+	if !ok || last.over != version {
+		return nil, false
+	}
+	return last.status, true
+}
+
+// retime gives each condition of st whose status differs from held's (or that held
+// lacks) the transition time now: st was derived from a cache older than held.
+func retime(st, held *v1alpha1.ServiceStatus, now metav1.Time) {
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		if h := meta.FindStatusCondition(held.Conditions, c.Type); h == nil || h.Status != c.Status {
+			c.LastTransitionTime = now
+		}
+	}
 }
 
 // record notes that st was written over the resourceVersion over.

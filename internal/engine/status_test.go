@@ -2,8 +2,10 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -48,13 +50,14 @@ func TestStatusNotWrittenTwiceFromALaggingCache(t *testing.T) {
 				return c.SubResource(sub).Patch(ctx, o, p, opts...)
 			},
 		}).Build()
+	p := &switchProvider{}
 	clusters := newClusterSet(func() ctrlclient.ObjectList { return &widget.WidgetList{} }, nil)
 	clusters.clusters["ws"] = &staleCluster{cache: server, server: server}
 	e := New(Options[*widget.Widget]{
 		NewObject:      func() *widget.Widget { return &widget.Widget{} },
 		Finalizer:      testFinalizer,
 		ProviderConfig: &providerconfig.Loader{Reader: platform, Name: "widget", New: func() provider.ProviderConfig { return &widget.WidgetConfig{} }},
-		Reconciler:     &recordingProvider{},
+		Reconciler:     p,
 		Tenancy:        &recordingTenancy{},
 		Workload:       &recordingWorkload{},
 		Provider:       "widget",
@@ -102,4 +105,37 @@ func TestStatusNotWrittenTwiceFromALaggingCache(t *testing.T) {
 	if statusWrites != 1 {
 		t.Errorf("%d status writes after someone else changed the status, want 1", statusWrites)
 	}
+
+	// A brief state, left at once: the engine writes it, and the next reconcile, from a
+	// cache that has not seen that write, must write Ready again although Ready is what
+	// the cache shows.
+	ready := read()
+	lagging = ready
+	p.err = errors.New("brief failure")
+	if _, err := e.Reconcile(context.Background(), req); err == nil {
+		t.Fatal("reconcile with a failing provider: no error")
+	}
+	if c := meta.FindStatusCondition(read().Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Reason != v1alpha1.ReasonProviderError {
+		t.Fatalf("after the failure: %+v, want ProviderError", c)
+	}
+	p.err = nil
+	statusWrites = 0
+	reconcileOnce()
+	if statusWrites != 1 {
+		t.Errorf("%d status writes after the brief state, from the lagging cache, want 1", statusWrites)
+	}
+	c := meta.FindStatusCondition(read().Status.Conditions, v1alpha1.ConditionReady)
+	if c == nil || c.Reason != v1alpha1.ReasonReady {
+		t.Errorf("after the brief state: %+v, want Ready", c)
+	}
+}
+
+// switchProvider fails with err when it is set.
+type switchProvider struct{ err error }
+
+func (p *switchProvider) CreateOrUpdate(context.Context, *widget.Widget) (provider.Result, error) {
+	return provider.Result{}, p.err
+}
+func (p *switchProvider) Delete(context.Context, *widget.Widget) (provider.Result, error) {
+	return provider.Result{}, p.err
 }
