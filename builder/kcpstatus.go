@@ -119,16 +119,21 @@ func (s *kcpSupervisor[T]) startEvents(ctx context.Context) func() {
 // (provider.ProviderConfigStatuser), and records an event when the condition's status
 // or reason changes: Warning for a failure, Normal otherwise. The condition on the
 // object is the memory, so a restarted process or a second replica does not repeat an
-// event for a state already reported.
+// event for a state the ProviderConfig already shows.
 func (s *kcpSupervisor[T]) report(ctx context.Context, pc provider.ProviderConfig, status metav1.ConditionStatus, reason, message string) {
 	if len(message) > maxConditionMessage {
 		message = message[:maxConditionMessage-3] + "..."
 	}
 	want := metav1.Condition{Type: v1alpha1.ConditionKCPMode, Status: status, Reason: reason, Message: message, ObservedGeneration: pc.GetGeneration()}
-	prev := s.reported
+	// What was reported: the condition on the object, else (a type without status, or
+	// a status write that failed) what this process reported.
+	var prev *metav1.Condition
 	st, hasStatus := pc.(provider.ProviderConfigStatuser)
 	if hasStatus {
 		prev = meta.FindStatusCondition(st.GetProviderConfigStatus().Conditions, v1alpha1.ConditionKCPMode)
+	}
+	if prev == nil {
+		prev = s.reported
 	}
 	if prev == nil && reason == v1alpha1.ReasonKCPNotConfigured {
 		return // kcp mode was never on: nothing to say
@@ -155,12 +160,19 @@ func (s *kcpSupervisor[T]) report(ctx context.Context, pc provider.ProviderConfi
 		if reason == v1alpha1.ReasonKCPActive || reason == v1alpha1.ReasonKCPNotConfigured {
 			eventType = corev1.EventTypeNormal
 		}
-		s.events.Eventf(pc, nil, eventType, reason, "KCPMode", "%s", message)
+		note := message
+		if len(note) > maxEventNote {
+			note = note[:maxEventNote-3] + "..."
+		}
+		s.events.Eventf(pc, nil, eventType, reason, "KCPMode", "%s", note)
 	}
 }
 
-// maxConditionMessage is the API's limit of a condition message.
-const maxConditionMessage = 32768
+// The API's limits of a condition message and an event note.
+const (
+	maxConditionMessage = 32768
+	maxEventNote        = 1024
+)
 
 // secretWatch watches the one kubeconfig Secret spec.kcp names (its metadata only:
 // the data is read when a pass needs it), so that a fixed or rotated Secret is applied

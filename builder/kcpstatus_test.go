@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -88,6 +89,11 @@ func TestKCPModeReport(t *testing.T) {
 	other, otherRec := newSup()
 	other.report(ctx, read(), metav1.ConditionTrue, v1alpha1.ReasonKCPCredentialsInvalid, "401 (2)")
 	want(otherRec, metav1.ConditionTrue, v1alpha1.ReasonKCPCredentialsInvalid, "401 (2)")
+
+	// An event note is cut to the API's limit; the condition keeps the whole message.
+	long := strings.Repeat("x", 2*maxEventNote)
+	other.report(ctx, read(), metav1.ConditionTrue, v1alpha1.ReasonKCPUnreachable, long)
+	want(otherRec, metav1.ConditionTrue, v1alpha1.ReasonKCPUnreachable, long, "Warning KCPUnreachable "+long[:maxEventNote-3]+"...")
 
 	other.report(ctx, read(), metav1.ConditionFalse, v1alpha1.ReasonKCPNotConfigured, "off")
 	want(otherRec, metav1.ConditionFalse, v1alpha1.ReasonKCPNotConfigured, "off", "Normal NotConfigured off")
