@@ -124,6 +124,7 @@ func TestOperations(t *testing.T) {
 			t.Errorf("readyz:\n%s", body)
 		}
 		wantProbe(ctx, t, a, "/healthz", http.StatusOK)
+		waitKCPMode(ctx, t, pf, metav1.ConditionFalse, v1alpha1.ReasonKCPKubeconfigInvalid)
 
 		if err := pf.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: kcpSecretNS, Name: kcpSecretName},
@@ -273,11 +274,11 @@ func TestOperations(t *testing.T) {
 		out = kubectl(ctx, t, platform.Config, "get", "widgetconfigs")
 		t.Logf("kubectl get widgetconfigs:\n%s", out)
 		header = strings.Fields(strings.SplitN(out, "\n", 2)[0])
-		if want := []string{"NAME", "KCP", "WORKSPACE", "AGE"}; !slices.Equal(header, want) {
+		if want := []string{"NAME", "KCP", "WORKSPACE", "KCP", "MODE", "REASON", "AGE"}; !slices.Equal(header, want) {
 			t.Errorf("columns %v, want %v", header, want)
 		}
-		if !strings.Contains(out, providerWS) {
-			t.Errorf("the row does not show the provider workspace %s", providerWS)
+		if !strings.Contains(out, providerWS) || !strings.Contains(out, v1alpha1.ReasonKCPActive) {
+			t.Errorf("the row does not show the provider workspace %s and kcp mode Active", providerWS)
 		}
 	})
 
