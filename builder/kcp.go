@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -15,10 +14,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -46,39 +47,77 @@ func (b *Builder[T]) KCP(p apiexport.Provisionable) *Builder[T] {
 // kcpSettings are what a kcp run is built from; a change restarts the run.
 type kcpSettings struct {
 	workspace  string
+	secret     client.ObjectKey // the kubeconfig Secret and its key, for messages
+	key        string
 	kubeconfig []byte
 	digest     string
 }
 
 // kcpSupervisor follows the ProviderConfig's `spec.kcp` and runs kcp mode while it is
-// set: started when it appears, restarted when it (or the kubeconfig Secret) changes,
+// set: started when it appears, replaced when it (or the kubeconfig Secret) changes,
 // stopped when it is removed. It never restarts the process.
+//
+// A new configuration replaces the running one only once it works: its run is built
+// (provider workspace reached, credentials accepted, APIExport provisioned) while the
+// old run keeps serving, and the old run stops just before the new one starts. A new
+// configuration that fails is retried with a backoff, and the ProviderConfig's KCPMode
+// condition and events say why (kcpstatus.go).
 type kcpSupervisor[T provider.Object] struct {
 	r        *Runtime[T]
 	opts     Options
 	platform client.Client // uncached: reads one ProviderConfig and one Secret
-	// platformCfg is the tuned platform config the supervisor's own cache uses.
+	// platformCfg is the tuned platform config the supervisor's own caches use.
 	platformCfg *rest.Config
+	// events records kcp mode's transitions on the ProviderConfig.
+	events events.EventRecorder
 
 	mu      sync.Mutex
 	current *kcpRun
-	// lastErr is the last start failure, for the readiness check and logs.
+	// lastErr is why the current spec.kcp does not run (nil when it runs or is not
+	// set), for the readiness check.
 	lastErr error
 	// wanted says whether the last readable ProviderConfig had spec.kcp.
 	wanted bool
 	// passSince is when the pass in progress started; zero between passes. A pass
 	// that never ends (a wedged start or stop) fails the liveness check.
 	passSince time.Time
+
+	// Only the run loop touches these.
+	failing kcpFailing
+	secret  secretWatch
+	// reported is the last KCPMode condition reported, for ProviderConfig types
+	// without a status to compare with.
+	reported *metav1.Condition
+}
+
+// kcpFailing is the configuration that last failed, and when to try it again.
+type kcpFailing struct {
+	key      string // its digest, or the error when it could not even be read
+	attempts int
+	retryAt  time.Time
 }
 
 type kcpRun struct {
-	digest string
-	cancel context.CancelFunc
-	done   chan struct{}
-	mgr    mcmanager.Manager
+	workspace string
+	digest    string
+	cancel    context.CancelFunc
+	done      chan struct{}
+	mgr       mcmanager.Manager
 	// vw tells whether the virtual workspace answers (builder/ops.go).
 	vw *vwProbe
+	// start runs the manager until the run is cancelled, then closes done.
+	start func()
 }
+
+// Retry timing of the supervisor. A configuration's failure is often fixed outside the
+// ProviderConfig (a workspace created, a permission granted in kcp), so a failing one
+// is retried on its own: after kcpRetryMin, doubling up to kcpRetryMax. Changes of the
+// ProviderConfig and its Secret arrive through watches; kcpResync is the safety net.
+const (
+	kcpRetryMin = time.Second
+	kcpRetryMax = 10 * time.Second
+	kcpResync   = 30 * time.Second
+)
 
 // run blocks until ctx ends, keeping kcp mode in line with the ProviderConfig.
 func (s *kcpSupervisor[T]) run(ctx context.Context) error {
@@ -92,8 +131,7 @@ func (s *kcpSupervisor[T]) run(ctx context.Context) error {
 		default:
 		}
 	}
-	// Watch only our ProviderConfig; the Secret is re-read on every pass and on a
-	// ticker, so a rotated kubeconfig is picked up within a minute.
+	// Watch only our ProviderConfig, and (secretWatch) only the Secret it names.
 	pc := s.r.decl.newProviderConfig()
 	c, err := cache.New(s.platformCfg, cache.Options{Scheme: s.r.decl.scheme, ByObject: map[client.Object]cache.ByObject{
 		pc: {Field: fields.OneTermEqualSelector("metadata.name", s.r.decl.name)},
@@ -101,74 +139,129 @@ func (s *kcpSupervisor[T]) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kcp supervisor cache: %w", err)
 	}
-	inf, err := c.GetInformer(ctx, pc)
-	if err != nil {
-		return fmt.Errorf("kcp supervisor informer: %w", err)
-	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { poke() },
-		UpdateFunc: func(any, any) { poke() },
-		DeleteFunc: func(any) { poke() },
-	}); err != nil {
+	if err := onChange(ctx, c, pc, poke); err != nil {
 		return err
 	}
 	go func() { _ = c.Start(ctx) }()
+	stopEvents := s.startEvents(ctx)
+	defer stopEvents()
+	defer s.secret.stop()
 
-	ticker := time.NewTicker(30 * time.Second)
-	defer ticker.Stop()
-	poke()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			s.stop(logger)
 			return nil
 		case <-trigger:
-		case <-ticker.C:
+		case <-timer.C:
 		}
 		s.setPass(time.Now())
-		s.sync(ctx, logger)
+		next := s.sync(ctx, logger, poke)
 		s.setPass(time.Time{})
+		timer.Stop()
+		select { // drain a tick that fired during the pass
+		case <-timer.C:
+		default:
+		}
+		timer.Reset(next)
 	}
 }
 
-// sync compares the desired kcp settings with the running ones.
-func (s *kcpSupervisor[T]) sync(ctx context.Context, logger logr.Logger) {
-	want, err := s.desired(ctx)
+// onChange calls poke on every event of obj's informer in c.
+func onChange(ctx context.Context, c cache.Cache, obj client.Object, poke func()) error {
+	inf, err := c.GetInformer(ctx, obj)
+	if err != nil {
+		return fmt.Errorf("kcp supervisor informer: %w", err)
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke() },
+		UpdateFunc: func(any, any) { poke() },
+		DeleteFunc: func(any) { poke() },
+	})
+	return err
+}
+
+// sync compares the desired kcp settings with the running ones, acts, reports, and
+// returns when to look again.
+func (s *kcpSupervisor[T]) sync(ctx context.Context, logger logr.Logger, poke func()) time.Duration {
+	pc, want, err := s.desired(ctx)
+	if pc == nil && err != nil {
+		// The platform cluster did not answer: keep what runs (a transient read error
+		// must not look like "kcp removed").
+		logger.Error(err, "reading the ProviderConfig; keeping the current state")
+		return kcpResync
+	}
+	s.secret.follow(ctx, s.platformCfg, secretOf(pc), poke)
 	s.mu.Lock()
 	running := s.current
-	if err == nil {
-		s.wanted = want != nil
-	}
+	s.wanted = pc != nil && kcpOf(pc) != nil
 	s.mu.Unlock()
 	switch {
 	case err != nil:
-		// Keep what runs: a transient read error or a broken Secret must not stop
-		// serving tenants.
-		logger.Error(err, "reading kcp settings; keeping the current state")
-		s.setErr(err)
-		return
-	case want == nil && running == nil:
-		return
-	case want != nil && running != nil && running.digest == want.digest:
-		return
+		// spec.kcp is set but its Secret or kubeconfig is unusable.
+		return s.failed(ctx, logger, pc, running, err.Error(), err)
+	case want == nil:
+		s.failing = kcpFailing{}
+		s.setErr(nil)
+		if running != nil {
+			s.stop(logger)
+			logger.Info("spec.kcp removed: kcp mode stopped")
+		}
+		if pc != nil {
+			s.report(ctx, pc, metav1.ConditionFalse, v1alpha1.ReasonKCPNotConfigured, "spec.kcp is not set: kcp mode is off")
+		}
+		return kcpResync
+	case running != nil && running.digest == want.digest:
+		s.failing = kcpFailing{}
+		s.setErr(nil)
+		s.reportActive(ctx, pc, running)
+		return kcpResync
+	}
+	if s.failing.key == want.digest && time.Now().Before(s.failing.retryAt) {
+		return time.Until(s.failing.retryAt)
+	}
+	// Build the new run while the old one keeps serving.
+	run, err := s.newRun(ctx, *want)
+	if err != nil {
+		return s.failed(ctx, logger, pc, running, want.digest, classify(err, *want))
 	}
 	s.stop(logger)
-	if want == nil {
-		logger.Info("spec.kcp removed: kcp mode stopped")
-		s.setErr(nil)
-		return
-	}
-	run, err := s.start(ctx, *want)
-	if err != nil {
-		logger.Error(err, "starting kcp mode", "providerWorkspace", want.workspace)
-		s.setErr(err)
-		return
-	}
-	s.setErr(nil)
 	s.mu.Lock()
 	s.current = run
 	s.mu.Unlock()
+	go run.start()
+	s.failing = kcpFailing{}
+	s.setErr(nil)
 	logger.Info("kcp mode running", "providerWorkspace", want.workspace)
+	s.reportActive(ctx, pc, run)
+	return kcpResync
+}
+
+// failed records that the current spec.kcp does not work: what runs keeps running,
+// the ProviderConfig says why, and the configuration is tried again after a backoff.
+func (s *kcpSupervisor[T]) failed(ctx context.Context, logger logr.Logger, pc provider.ProviderConfig, running *kcpRun, key string, err error) time.Duration {
+	if s.failing.key != key {
+		s.failing = kcpFailing{key: key}
+	}
+	s.failing.attempts++
+	wait := min(kcpRetryMin<<min(s.failing.attempts-1, 10), kcpRetryMax)
+	s.failing.retryAt = time.Now().Add(wait)
+	s.setErr(err)
+	reason, msg := reasonOf(err), err.Error()
+	if running != nil {
+		logger.Error(err, "the new kcp configuration fails; serving with the one that last worked", "providerWorkspace", running.workspace, "reason", reason, "retryIn", wait)
+		s.report(ctx, pc, metav1.ConditionTrue, reason, fmt.Sprintf("serving with the configuration that last worked (workspace %s); the current spec.kcp fails: %s", running.workspace, msg))
+	} else {
+		logger.Error(err, "starting kcp mode", "reason", reason, "retryIn", wait)
+		s.report(ctx, pc, metav1.ConditionFalse, reason, "kcp mode is not running: "+msg)
+	}
+	return wait
+}
+
+func (s *kcpSupervisor[T]) reportActive(ctx context.Context, pc provider.ProviderConfig, run *kcpRun) {
+	s.report(ctx, pc, metav1.ConditionTrue, v1alpha1.ReasonKCPActive, "kcp mode serves the APIExport of workspace "+run.workspace)
 }
 
 func (s *kcpSupervisor[T]) setErr(err error) {
@@ -190,41 +283,70 @@ func (s *kcpSupervisor[T]) stop(logger logr.Logger) {
 	logger.Info("kcp mode stopped")
 }
 
-// desired reads spec.kcp and the kubeconfig it points at; nil when kcp is off.
-func (s *kcpSupervisor[T]) desired(ctx context.Context) (*kcpSettings, error) {
+func kcpOf(pc provider.ProviderConfig) *v1alpha1.KCP {
+	if kc, ok := pc.(provider.KCPConfigurer); ok {
+		return kc.KCPConfig()
+	}
+	return nil
+}
+
+// secretOf is the kubeconfig Secret pc's spec.kcp names, if any.
+func secretOf(pc provider.ProviderConfig) *client.ObjectKey {
+	k := kcpOf(pc)
+	if k == nil || k.KubeconfigSecret.Name == "" || k.KubeconfigSecret.Namespace == "" {
+		return nil
+	}
+	return &client.ObjectKey{Namespace: k.KubeconfigSecret.Namespace, Name: k.KubeconfigSecret.Name}
+}
+
+// desired reads the ProviderConfig (nil when it does not exist), and the kcp settings
+// of its spec.kcp (nil when kcp is off). An error with a nil ProviderConfig is a failed
+// read; with a ProviderConfig, a spec.kcp that cannot be used.
+func (s *kcpSupervisor[T]) desired(ctx context.Context) (provider.ProviderConfig, *kcpSettings, error) {
 	pc := s.r.decl.newProviderConfig()
 	if err := s.platform.Get(ctx, client.ObjectKey{Name: s.r.decl.name}, pc); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil
+			return nil, nil, nil
 		}
-		return nil, err
+		return nil, nil, err
 	}
-	kc, ok := pc.(provider.KCPConfigurer)
-	if !ok || kc.KCPConfig() == nil {
-		return nil, nil
+	k := kcpOf(pc)
+	if k == nil {
+		return pc, nil, nil
 	}
-	k := kc.KCPConfig()
 	if err := ValidateKCP(k); err != nil {
-		return nil, err
+		return pc, nil, &kcpError{reason: v1alpha1.ReasonProviderConfigInvalid, err: err}
+	}
+	ref := k.KubeconfigSecret
+	invalid := func(format string, args ...any) error {
+		return &kcpError{reason: v1alpha1.ReasonKCPKubeconfigInvalid, err: fmt.Errorf(format, args...)}
 	}
 	secret := &corev1.Secret{}
-	if err := s.platform.Get(ctx, client.ObjectKey{Namespace: k.KubeconfigSecret.Namespace, Name: k.KubeconfigSecret.Name}, secret); err != nil {
-		return nil, fmt.Errorf("kcp kubeconfig Secret %s/%s: %w", k.KubeconfigSecret.Namespace, k.KubeconfigSecret.Name, err)
+	if err := s.platform.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return pc, nil, invalid("kubeconfig Secret %s/%s does not exist: create it with the kubeconfig of the runtime's kcp identity under key %q", ref.Namespace, ref.Name, ref.KubeconfigKey())
+		}
+		return pc, nil, invalid("reading kubeconfig Secret %s/%s: %w", ref.Namespace, ref.Name, err)
 	}
-	raw := secret.Data[k.KubeconfigSecret.KubeconfigKey()]
+	raw := secret.Data[ref.KubeconfigKey()]
 	if len(raw) == 0 {
-		return nil, fmt.Errorf("kcp kubeconfig Secret %s/%s has no key %q", secret.Namespace, secret.Name, k.KubeconfigSecret.KubeconfigKey())
+		return pc, nil, invalid("kubeconfig Secret %s/%s has no key %q", ref.Namespace, ref.Name, ref.KubeconfigKey())
 	}
 	sum := sha256.Sum256(append([]byte(k.ProviderWorkspace+"\x00"), raw...))
-	return &kcpSettings{workspace: k.ProviderWorkspace, kubeconfig: raw, digest: hex.EncodeToString(sum[:])}, nil
+	return pc, &kcpSettings{
+		workspace: k.ProviderWorkspace, secret: client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, key: ref.KubeconfigKey(),
+		kubeconfig: raw, digest: hex.EncodeToString(sum[:]),
+	}, nil
 }
 
 // ValidateKCP checks a spec.kcp section with the rules of its CRD schema (see
 // v1alpha1.KCP.Validate), for ProviderConfigs stored under an older or hand-made CRD.
 func ValidateKCP(k *v1alpha1.KCP) error { return k.Validate() }
 
-// start provisions the APIExport and starts a kcp-mode manager.
-func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (_ *kcpRun, err error) {
+// newRun checks want against kcp and builds its kcp-mode manager without starting it:
+// it asks the provider workspace who the credentials are, provisions the APIExport and
+// mints the runtime's direct-call token. Its errors are what classify reads.
+func (s *kcpSupervisor[T]) newRun(ctx context.Context, want kcpSettings) (_ *kcpRun, err error) {
 	r, opts := s.r, s.opts
 	// Everything started for this run (the manager, the runtime's own token renewer)
 	// ends with it.
@@ -236,11 +358,17 @@ func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (_ *kcpR
 	}()
 	base, err := clientcmd.RESTConfigFromKubeConfig(want.kubeconfig)
 	if err != nil {
-		return nil, errors.New("kcp kubeconfig does not parse")
+		// The parser's message may quote the kubeconfig: leave it out.
+		return nil, &kcpError{reason: v1alpha1.ReasonKCPKubeconfigInvalid, err: fmt.Errorf(
+			"the data under key %q of Secret %s is not a kubeconfig: put the kubeconfig of the runtime's kcp identity there", want.key, want.secret)}
 	}
 	opts.tune(base)
 	base.Host = kcpBaseURL(base.Host)
 	providerCfg := clusterConfig(base, want.workspace)
+	// The first request: its answer tells the causes of a broken spec.kcp apart.
+	if err := probeWorkspace(ctx, providerCfg, want); err != nil {
+		return nil, err
+	}
 
 	surface, err := r.decl.kcp.APISurface()
 	if err != nil {
@@ -333,14 +461,14 @@ func (s *kcpSupervisor[T]) start(ctx context.Context, want kcpSettings) (_ *kcpR
 	if err != nil {
 		return nil, fmt.Errorf("virtual workspace probe: %w", err)
 	}
-	run := &kcpRun{digest: want.digest, cancel: cancel, done: make(chan struct{}), mgr: mgr, vw: vw}
-	go func() {
+	run := &kcpRun{workspace: want.workspace, digest: want.digest, cancel: cancel, done: make(chan struct{}), mgr: mgr, vw: vw}
+	run.start = func() {
 		defer close(run.done)
 		if err := mgr.Start(runCtx); err != nil {
 			log.FromContext(ctx).Error(err, "kcp mode manager stopped")
 			s.setErr(err)
 		}
-	}()
+	}
 	return run, nil
 }
 

@@ -72,3 +72,10 @@ type PollIntervaler interface {
 type KCPConfigurer interface {
 	KCPConfig() *v1alpha1.KCP
 }
+
+// ProviderConfigStatuser is implemented by ProviderConfigs that embed the runtime's
+// v1alpha1.ProviderConfigStatus (with the status subresource): the runtime reports kcp
+// mode's state there. Without it the state shows only in events and the log.
+type ProviderConfigStatuser interface {
+	GetProviderConfigStatus() *v1alpha1.ProviderConfigStatus
+}

@@ -8,6 +8,44 @@ const (
 	// ServiceAccount and RBAC in the tenant's workspace. Deletion waits until they are
 	// gone; it stays True until the object is.
 	ConditionWorkspaceAccess = "WorkspaceAccess"
+
+	// ConditionKCPMode is the ProviderConfig's condition about kcp mode (see
+	// ProviderConfigStatus). Its status says whether kcp mode serves tenants; its reason
+	// whether it does so with the current `spec.kcp`:
+	//   - True, ReasonKCPActive: serving with the current spec.kcp.
+	//   - True, a failure reason below: serving with the configuration that last worked,
+	//     while the current one fails for that reason (kcp mode is degraded: a change of
+	//     spec.kcp or its Secret is not applied).
+	//   - False, a failure reason: not serving; the current spec.kcp never worked in
+	//     this process.
+	//   - False, ReasonKCPNotConfigured: spec.kcp is not set.
+	ConditionKCPMode = "KCPMode"
+)
+
+// Reasons of the KCPMode condition, and of the events on the ProviderConfig. Alert rules
+// match on them.
+const (
+	ReasonKCPActive        = "Active"
+	ReasonKCPNotConfigured = "NotConfigured"
+	// ReasonKCPKubeconfigInvalid: the kubeconfig Secret is missing, lacks the key, or
+	// holds no usable kubeconfig.
+	ReasonKCPKubeconfigInvalid = "KCPKubeconfigInvalid"
+	// ReasonKCPCredentialsInvalid: kcp refuses the kubeconfig's credentials (401).
+	ReasonKCPCredentialsInvalid = "KCPCredentialsInvalid"
+	// ReasonProviderWorkspaceInaccessible: kcp refuses the identity the provider
+	// workspace. kcp answers a workspace that does not exist and one the identity may
+	// not enter alike (403), so the reason covers both: a typo in
+	// spec.kcp.providerWorkspace, a deleted workspace, or a kubeconfig of another
+	// workspace's identity.
+	ReasonProviderWorkspaceInaccessible = "ProviderWorkspaceInaccessible"
+	// ReasonKCPPermissionDenied: the identity enters the provider workspace but lacks a
+	// permission the runtime needs there (e.g. on APIExports).
+	ReasonKCPPermissionDenied = "KCPPermissionDenied"
+	// ReasonKCPUnreachable: no answer from the kcp server in the kubeconfig.
+	ReasonKCPUnreachable = "KCPUnreachable"
+	// ReasonKCPStartFailed: any other failure to start kcp mode (e.g. provisioning the
+	// APIExport).
+	ReasonKCPStartFailed = "KCPStartFailed"
 )
 
 // Reasons of the Ready condition. They are part of the API: tenants and alert rules

@@ -104,3 +104,19 @@ func (s SecretReference) KubeconfigKey() string {
 	}
 	return s.Key
 }
+
+// ProviderConfigStatus is the status a kcp-capable provider embeds in its
+// ProviderConfig (like ServiceStatus in its Service objects). The runtime owns it: it
+// reports there whether kcp mode serves the configured `spec.kcp`, so that the platform
+// team sees a broken `spec.kcp` on the object it edited rather than in the runtime's log.
+type ProviderConfigStatus struct {
+	// ObservedGeneration is the metadata.generation the conditions describe.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions hold the runtime's KCPMode condition.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	rtv1alpha1 "github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/examples/echo"
 	"github.com/openmcp-project/kcp-serviceprovider/examples/echo/api/v1alpha1"
@@ -187,6 +188,17 @@ func TestBinary(t *testing.T) {
 		return nil
 	})
 	t.Logf("kcp mode provisioned after %s", time.Since(runStart).Round(100*time.Millisecond))
+	// The platform team sees it on the ProviderConfig (written with config/rbac's rights).
+	poll(ctx, t, time.Minute, "ProviderConfig KCPMode Active", func(ctx context.Context) error {
+		pc := &v1alpha1.ProviderConfig{}
+		if err := pf.Get(ctx, client.ObjectKey{Name: providerName}, pc); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(pc.Status.Conditions, rtv1alpha1.ConditionKCPMode); c == nil || c.Status != metav1.ConditionTrue || c.Reason != rtv1alpha1.ReasonKCPActive {
+			return fmt.Errorf("KCPMode %+v", c)
+		}
+		return nil
+	})
 
 	// Two tenants bind the export with the sample binding; tenant-b is the neighbour
 	// tenant's worker must not reach.

@@ -124,6 +124,7 @@ func TestOperations(t *testing.T) {
 			t.Errorf("readyz:\n%s", body)
 		}
 		wantProbe(ctx, t, a, "/healthz", http.StatusOK)
+		waitKCPMode(ctx, t, pf, metav1.ConditionFalse, v1alpha1.ReasonKCPKubeconfigInvalid)
 
 		if err := pf.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: kcpSecretNS, Name: kcpSecretName},
@@ -273,11 +274,11 @@ func TestOperations(t *testing.T) {
 		out = kubectl(ctx, t, platform.Config, "get", "widgetconfigs")
 		t.Logf("kubectl get widgetconfigs:\n%s", out)
 		header = strings.Fields(strings.SplitN(out, "\n", 2)[0])
-		if want := []string{"NAME", "KCP", "WORKSPACE", "AGE"}; !slices.Equal(header, want) {
+		if want := []string{"NAME", "KCP", "WORKSPACE", "KCP", "MODE", "REASON", "AGE"}; !slices.Equal(header, want) {
 			t.Errorf("columns %v, want %v", header, want)
 		}
-		if !strings.Contains(out, providerWS) {
-			t.Errorf("the row does not show the provider workspace %s", providerWS)
+		if !strings.Contains(out, providerWS) || !strings.Contains(out, v1alpha1.ReasonKCPActive) {
+			t.Errorf("the row does not show the provider workspace %s and kcp mode Active", providerWS)
 		}
 	})
 
@@ -630,36 +631,51 @@ func wantProbe(ctx context.Context, t testing.TB, r *replica, path string, code 
 // eventReasons lists the reasons of the events regarding the object, oldest first.
 func eventReasons(ctx context.Context, t testing.TB, c client.Client, key client.ObjectKey) []string {
 	t.Helper()
-	list := &eventsv1.EventList{}
-	if err := c.List(ctx, list, client.InNamespace(key.Namespace)); err != nil {
+	items, err := eventsRegarding(ctx, c, "Widget", key)
+	if err != nil {
 		t.Fatal(err)
 	}
-	items := list.Items
-	sort.SliceStable(items, func(i, j int) bool { return items[i].EventTime.Before(&items[j].EventTime) })
 	var out []string
 	for _, e := range items {
-		if e.Regarding.Name == key.Name && e.Regarding.Kind == "Widget" {
-			out = append(out, e.Reason)
-		}
+		out = append(out, e.Reason)
 	}
 	return out
+}
+
+// eventsRegarding lists the events regarding the object of kind at key, oldest first
+// (a cluster-scoped object's are in namespace default).
+func eventsRegarding(ctx context.Context, c client.Client, kind string, key client.ObjectKey) ([]eventsv1.Event, error) {
+	ns := key.Namespace
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	list := &eventsv1.EventList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Name == key.Name && e.Regarding.Kind == kind {
+			out = append(out, e)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].EventTime.Before(&out[j].EventTime) })
+	return out, nil
 }
 
 // wantEvents waits until the object's events include every reason.
 func wantEvents(ctx context.Context, t testing.TB, c client.Client, key client.ObjectKey, reasons ...string) {
 	t.Helper()
 	poll(ctx, t, time.Minute, fmt.Sprintf("events %v on %s", reasons, key), func(ctx context.Context) error {
-		list := &eventsv1.EventList{}
-		if err := c.List(ctx, list, client.InNamespace(key.Namespace)); err != nil {
+		items, err := eventsRegarding(ctx, c, "Widget", key)
+		if err != nil {
 			return err
 		}
 		var have []string
-		for _, e := range list.Items {
-			if e.Regarding.Name == key.Name && e.Regarding.Kind == "Widget" {
-				have = append(have, e.Reason)
-				if e.ReportingController != "services.open-control-plane.io/"+spName {
-					return fmt.Errorf("event %s reported by %q", e.Name, e.ReportingController)
-				}
+		for _, e := range items {
+			have = append(have, e.Reason)
+			if e.ReportingController != "services.open-control-plane.io/"+spName {
+				return fmt.Errorf("event %s reported by %q", e.Name, e.ReportingController)
 			}
 		}
 		for _, r := range reasons {

@@ -75,14 +75,23 @@ type WidgetConfigSpec struct {
 
 // WidgetConfig is the test ProviderConfig.
 // +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster
 // +kubebuilder:printcolumn:name="KCP Workspace",type=string,JSONPath=`.spec.kcp.providerWorkspace`
+// +kubebuilder:printcolumn:name="KCP Mode",type=string,JSONPath=`.status.conditions[?(@.type=="KCPMode")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="KCPMode")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type WidgetConfig struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec WidgetConfigSpec `json:"spec,omitempty"`
+	Spec   WidgetConfigSpec              `json:"spec,omitempty"`
+	Status v1alpha1.ProviderConfigStatus `json:"status,omitempty"`
+}
+
+// GetProviderConfigStatus implements provider.ProviderConfigStatuser.
+func (c *WidgetConfig) GetProviderConfigStatus() *v1alpha1.ProviderConfigStatus {
+	return &c.Status
 }
 
 // PollInterval implements provider.PollIntervaler.

@@ -131,16 +131,26 @@ type ProviderConfigSpec struct {
 // platform cluster and is named after the provider (the ServiceProvider's name).
 //
 // +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster
 // +kubebuilder:metadata:labels="openmcp.cloud/cluster=platform"
 // +kubebuilder:printcolumn:name="Default",type=string,JSONPath=`.spec.versions[0].name`
 // +kubebuilder:printcolumn:name="KCP",type=string,JSONPath=`.spec.kcp.providerWorkspace`
+// +kubebuilder:printcolumn:name="KCP Mode",type=string,JSONPath=`.status.conditions[?(@.type=="KCPMode")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="KCPMode")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ProviderConfig struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	Spec ProviderConfigSpec `json:"spec,omitempty"`
+	// Status is written by the runtime only: whether kcp mode serves spec.kcp.
+	Status rtv1alpha1.ProviderConfigStatus `json:"status,omitempty"`
+}
+
+// GetProviderConfigStatus implements provider.ProviderConfigStatuser.
+func (c *ProviderConfig) GetProviderConfigStatus() *rtv1alpha1.ProviderConfigStatus {
+	return &c.Status
 }
 
 // ProviderConfigList is a list of ProviderConfigs.
