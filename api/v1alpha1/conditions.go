@@ -23,4 +23,10 @@ const (
 	ReasonPermissionClaimMissing = "PermissionClaimNotAccepted"
 	ReasonDeleting               = "Deleting"
 	ReasonIgnored                = "Ignored"
+	// ReasonControlPlaneNotFound (standard mode): the ControlPlane the object is named
+	// after does not exist on the platform (there is no ClusterRequest for it), so
+	// nothing is ordered for the object. It is served once the ControlPlane exists; to
+	// act, create the ControlPlane, or delete the object and create it under the name of
+	// an existing ControlPlane of its namespace.
+	ReasonControlPlaneNotFound = "ControlPlaneNotFound"
 )
