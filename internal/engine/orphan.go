@@ -9,18 +9,16 @@ import (
 	"time"
 
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 )
 
 // RecordAnnotation, on one of a tenant's AccessRequests, holds the last Service object
-// the engine handed the provider for that tenant (a record). A tenant whose object
+// (metadata and spec) the engine handed the provider for that tenant (a record). A tenant whose object
 // vanishes without the deletion sequence (its finalizer removed by hand, its kcp
 // workspace force-removed) leaves its requests behind; the orphan sweep finds them and,
 // with this record, calls the provider's Delete for the tenant before it revokes its
@@ -43,7 +41,7 @@ type record struct {
 	// Cluster is the multicluster name of the cluster the object was in (the
 	// onboarding cluster, the logical cluster of a workspace).
 	Cluster string `json:"cluster"`
-	// Object is the Service object, as recordOf trims it.
+	// Object is the Service object's metadata and spec, as recordOf trims them.
 	Object json.RawMessage `json:"object"`
 }
 
@@ -81,12 +79,13 @@ func (e *Engine[T]) remember(ctx context.Context, t Target[T]) error {
 	return nil
 }
 
-// recordOf encodes the object without what changes on every status write or means
-// nothing to a Delete: resourceVersion, managed fields, the last-applied
-// configuration, and the runtime's own status (phase, observed generation, Ready
-// condition). Spec, metadata and what the provider wrote into the status (its
-// resources and conditions) stay. json.Marshal of a typed object is deterministic, so
-// an unchanged object gives the same record.
+// recordOf encodes the object's metadata and spec, without what changes on every write
+// or means nothing to a Delete (resourceVersion, managed fields, the last-applied
+// configuration). The status is left out: it is the runtime's and the provider's
+// report, not what the tenant asked for, and with it a tenant would cost a record write
+// whenever its status changed (at least once more per object, when the provider first
+// lists its resources). An unchanged object gives the same record (encoding/json
+// writes struct fields in order and map keys sorted).
 func recordOf(clusterName string, obj provider.Object) (string, error) {
 	o, ok := obj.DeepCopyObject().(provider.Object)
 	if !ok {
@@ -98,11 +97,16 @@ func recordOf(clusterName string, obj provider.Object) (string, error) {
 		delete(anns, "kubectl.kubernetes.io/last-applied-configuration")
 		o.SetAnnotations(anns)
 	}
-	st := o.GetServiceStatus()
-	st.Phase, st.ObservedGeneration = "", 0
-	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionReady)
 	raw, err := json.Marshal(o)
 	if err != nil {
+		return "", fmt.Errorf("encoding: %w", err)
+	}
+	fields := map[string]json.RawMessage{}
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return "", fmt.Errorf("encoding: %w", err)
+	}
+	delete(fields, "status")
+	if raw, err = json.Marshal(fields); err != nil {
 		return "", fmt.Errorf("encoding: %w", err)
 	}
 	out, err := json.Marshal(record{Cluster: clusterName, Object: raw})
@@ -123,7 +127,8 @@ func recordOf(clusterName string, obj provider.Object) (string, error) {
 // error means "call again on the next sweep", and the sweep keeps the requests until
 // then.
 //
-// The provider gets the recorded object, marked as being deleted, and a context like
+// The provider gets the recorded object (metadata and spec, an empty status), marked
+// as being deleted, and a context like
 // the deletion path's, except that the end-user access is nil: the end-user cluster
 // may be gone (a deleted workspace), and the runtime does not order or re-create
 // access for a tenant without object. The workload access is there while the platform

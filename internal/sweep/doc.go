@@ -22,7 +22,6 @@
 //     its AccessRequests remain, the order openMCP's clusteraccess library keeps. The
 //     library's finalizer is removed once it is the only one left, i.e. after the
 //     platform released what it granted.
-//
 //   - Before the requests go, the provider's Delete removes what it created for the
 //     tenant (Options.Delete, engine.DeleteOrphan), with the engine's record of the
 //     last object it handed the provider, kept on the tenant's AccessRequest. A Delete

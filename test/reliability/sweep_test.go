@@ -48,12 +48,12 @@ func TestOrphanSweep(t *testing.T) {
 	// changes nothing does not write it again.
 	wlAR := client.ObjectKey{Namespace: cluster.StandardIdentity(tenantNamespace, "beta").TenantNamespace(), Name: "widgets--beta--wl"}
 	var recordVersion string
-	eventually(ctx, t, 90*time.Second, "beta's record with the resources its provider installed", func(ctx context.Context) error {
+	eventually(ctx, t, 30*time.Second, "beta's record", func(ctx context.Context) error {
 		ar := &clustersv1alpha1.AccessRequest{}
 		if err := e.pf.Get(ctx, wlAR, ar); err != nil {
 			return err
 		}
-		if rec := ar.Annotations[engine.RecordAnnotation]; !strings.Contains(rec, `"resources"`) {
+		if rec := ar.Annotations[engine.RecordAnnotation]; !strings.Contains(rec, `"color":"blue"`) {
 			return fmt.Errorf("record %q", rec)
 		}
 		recordVersion = ar.ResourceVersion
