@@ -190,6 +190,18 @@ func TestRuntimeKCPMode(t *testing.T) {
 		tenants = append(tenants, tn)
 	}
 	main := client.ObjectKey{Namespace: "default", Name: "main"}
+	// serve adds a tenant after the first ones: a workspace that binds the export and
+	// whose widget main is Ready and installed (with the greeting of the later subtests).
+	serve := func(t *testing.T, name, color string) (logicalcluster.Path, logicalcluster.Name, client.Client) {
+		t.Helper()
+		path, lc := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), name)
+		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
+		c := newClient(t, k.ConfigFor(path), scheme)
+		newWidget(ctx, t, c, "main", color)
+		waitReady(ctx, t, c, main)
+		wantConfigMap(ctx, t, wl, lc, "ciao", color)
+		return path, lc, c
+	}
 
 	t.Run("every tenant becomes Ready with its own credentials", func(t *testing.T) {
 		for i, tn := range tenants {
@@ -339,8 +351,9 @@ func TestRuntimeKCPMode(t *testing.T) {
 		if !rt.KCPActive() {
 			t.Error("kcp mode stopped after a tenant unbound")
 		}
-		// Its object can no longer be seen, so the orphan sweep has the provider delete
-		// its worker and removes what the runtime ordered for it on the platform.
+		// Nothing of it is left: neither its worker nor what the runtime ordered for it
+		// on the platform (kcp deletes the object with the binding and the deletion
+		// sequence runs; the orphan sweep is there for when it cannot).
 		poll(ctx, t, time.Minute, "worker and platform requests of the unbound workspace swept", func(ctx context.Context) error {
 			if n := workloadObjects(ctx, t, wl, gone.lc); n != 0 {
 				return fmt.Errorf("%d worker objects left", n)
@@ -362,12 +375,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 		wantConfigMap(ctx, t, wl, tn.lc, "ciao", "purple")
 		waitReady(ctx, t, tn.c, second)
 		// ...and a workspace bound after the restart is picked up.
-		path, lc := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "tenant-after-restart")
-		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
-		c := newClient(t, k.ConfigFor(path), scheme)
-		newWidget(ctx, t, c, "main", "orange")
-		waitReady(ctx, t, c, main)
-		wantConfigMap(ctx, t, wl, lc, "ciao", "orange")
+		serve(t, "tenant-after-restart", "orange")
 		if !rt.KCPActive() {
 			t.Error("kcp mode stopped after the kcp restart")
 		}
@@ -399,12 +407,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 	})
 
 	t.Run("a force-removed workspace: the sweep has the provider delete its objects, then revokes", func(t *testing.T) {
-		path, lc := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "tenant-forced")
-		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
-		c := newClient(t, k.ConfigFor(path), scheme)
-		newWidget(ctx, t, c, "main", "teal")
-		waitReady(ctx, t, c, main)
-		wantConfigMap(ctx, t, wl, lc, "ciao", "teal")
+		path, lc, c := serve(t, "tenant-forced", "teal")
 		ars, _, err := listRequests(ctx, pf, lc)
 		if err != nil {
 			t.Fatal(err)
