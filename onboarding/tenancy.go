@@ -76,7 +76,7 @@ type Tenancy[T provider.Object] struct {
 
 	mu sync.Mutex
 	// missing counts, per tenant, the looks in a row that found no ControlPlane
-	// (controlPlaneRetry).
+	// (controlPlaneExists).
 	missing map[types.NamespacedName]int
 }
 
