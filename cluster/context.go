@@ -39,7 +39,9 @@ type Tenant struct {
 	// Identity of the tenant.
 	Identity Identity
 	// MCP is the end-user cluster: the ControlPlane (standard), the workspace (kcp), or
-	// the platform cluster (platform mode).
+	// the platform cluster (platform mode). nil in Delete when the orphan sweep calls
+	// it for a tenant whose object is gone (see provider.Reconciler), and in Delete of
+	// an object whose access was never granted.
 	MCP *Access
 	// Workload is the workload cluster, nil when not requested or not yet granted.
 	Workload *Access

@@ -2,6 +2,8 @@ package onboarding
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"time"
 
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
@@ -9,6 +11,7 @@ import (
 	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
 	"github.com/openmcp-project/openmcp-operator/lib/clusteraccess/advanced"
 	libutils "github.com/openmcp-project/openmcp-operator/lib/utils"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -67,35 +70,61 @@ func Labels(req reconcile.Request) map[string]string {
 
 // Tenancy is standard mode for the engine.
 type Tenancy[T provider.Object] struct {
-	mcp *access.Requester
+	mcp      *access.Requester
+	platform client.Client
+	retry    time.Duration
+
+	mu sync.Mutex
+	// missing counts, per tenant, the looks in a row that found no ControlPlane
+	// (controlPlaneExists).
+	missing map[types.NamespacedName]int
 }
 
-var _ engine.Tenancy[provider.Object] = &Tenancy[provider.Object]{}
+var (
+	_ engine.Tenancy[provider.Object] = &Tenancy[provider.Object]{}
+	_ engine.Recorder                 = &Tenancy[provider.Object]{}
+)
 
-// NewTenancy returns standard mode, ordering MCP access with the platform client.
+// controlPlaneRequest is the ClusterRequest of the ControlPlane an object is named
+// after: openMCP names it like the ControlPlane, in the ControlPlane's platform
+// namespace. The MCP AccessRequest refers to it.
+func controlPlaneRequest(req reconcile.Request) (client.ObjectKey, error) {
+	ns, err := libutils.StableMCPNamespace(req.Name, req.Namespace)
+	if err != nil {
+		return client.ObjectKey{}, err
+	}
+	return client.ObjectKey{Namespace: ns, Name: req.Name}, nil
+}
+
+// NewTenancy returns standard mode, ordering MCP access with the platform client (the
+// mode's cached client: it also reads the ControlPlanes' ClusterRequests).
 func NewTenancy[T provider.Object](platform client.Client, opts Options) *Tenancy[T] {
 	reg := advanced.ExistingClusterRequest(MCPRegistrationID, MCPRegistrationID, func(req reconcile.Request, _ ...any) (*commonapi.ObjectReference, error) {
-		ns, err := libutils.StableMCPNamespace(req.Name, req.Namespace)
+		key, err := controlPlaneRequest(req)
 		if err != nil {
 			return nil, err
 		}
-		// The ControlPlane's own ClusterRequest is named like the ControlPlane.
-		return &commonapi.ObjectReference{Name: req.Name, Namespace: ns}, nil
+		return &commonapi.ObjectReference{Name: key.Name, Namespace: key.Namespace}, nil
 	}).
 		WithNamespaceGenerator(access.NamespaceFromIdentity).
 		WithTokenAccess(&clustersv1alpha1.TokenConfig{Permissions: opts.Permissions.Rules, RoleRefs: opts.Permissions.RoleRefs}).
 		WithScheme(opts.Scheme).
 		Build()
-	return &Tenancy[T]{mcp: access.New(platform, access.Options{
-		ControllerName: opts.ProviderName,
-		Registration:   reg,
-		Labels:         Labels,
-		RetryInterval:  opts.RetryInterval,
-		Scheme:         opts.Scheme,
-		DeniedReason:   v1alpha1.ReasonAccessDenied,
-		WaitingReason:  v1alpha1.ReasonWaitingForAccess,
-		Tune:           opts.Tune,
-	})}
+	retry := opts.RetryInterval
+	if retry <= 0 {
+		retry = 10 * time.Second
+	}
+	return &Tenancy[T]{platform: platform, retry: retry, missing: map[types.NamespacedName]int{},
+		mcp: access.New(platform, access.Options{
+			ControllerName: opts.ProviderName,
+			Registration:   reg,
+			Labels:         Labels,
+			RetryInterval:  opts.RetryInterval,
+			Scheme:         opts.Scheme,
+			DeniedReason:   v1alpha1.ReasonAccessDenied,
+			WaitingReason:  v1alpha1.ReasonWaitingForAccess,
+			Tune:           opts.Tune,
+		})}
 }
 
 // Mode is standard.
@@ -113,9 +142,55 @@ func (*Tenancy[T]) Target(clusterName string, cl ctrlcluster.Cluster, obj T) eng
 // Admit admits every object: one per ControlPlane by naming convention.
 func (*Tenancy[T]) Admit(context.Context, engine.Target[T]) error { return nil }
 
-// EndUser orders access to the tenant's MCP.
+// EndUser orders access to the tenant's MCP, once the ControlPlane exists.
 func (t *Tenancy[T]) EndUser(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
+	if err := t.controlPlaneExists(ctx, tg.Key.Request); err != nil {
+		return nil, err
+	}
 	return t.mcp.Ensure(ctx, tg.Key)
+}
+
+// maxControlPlaneRetry caps the wait between looks for a missing ControlPlane.
+const maxControlPlaneRetry = 5 * time.Minute
+
+// controlPlaneExists returns nil when the ControlPlane the object is named after has
+// its ClusterRequest on the platform, and otherwise a WaitingError with reason
+// ControlPlaneNotFound that says so. Without the check an object named after no
+// ControlPlane ordered an AccessRequest that the platform could never grant (the
+// openmcp-operator leaves it Pending, naming the missing ClusterRequest at most in its
+// log), showed "waiting for the platform" for ever, and the clusteraccess library
+// created a platform namespace for it that nothing removed. Nothing is ordered, so
+// nothing is left. The ControlPlane's ClusterRequest is not the runtime's, so no watch
+// brings the object back when it appears: it is looked at again after RetryInterval,
+// doubling up to five minutes.
+func (t *Tenancy[T]) controlPlaneExists(ctx context.Context, req reconcile.Request) error {
+	key, err := controlPlaneRequest(req)
+	if err != nil {
+		return fmt.Errorf("ControlPlane %s: %w", req.NamespacedName, err)
+	}
+	err = t.platform.Get(ctx, key, &clustersv1alpha1.ClusterRequest{})
+	if err == nil {
+		t.mu.Lock()
+		delete(t.missing, req.NamespacedName)
+		t.mu.Unlock()
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading ClusterRequest %s of ControlPlane %s: %w", key, req.NamespacedName, err)
+	}
+	t.mu.Lock()
+	n := t.missing[req.NamespacedName]
+	t.missing[req.NamespacedName] = n + 1
+	t.mu.Unlock()
+	return &access.WaitingError{
+		Reason:       v1alpha1.ReasonControlPlaneNotFound,
+		Final:        true,
+		RequeueAfter: max(min(t.retry<<min(n, 16), maxControlPlaneRetry), t.retry),
+		// The same words on every look: a changing message would cost a status write each.
+		Message: fmt.Sprintf("ControlPlane %s does not exist: the platform has no ClusterRequest %s for it, so nothing was ordered. "+
+			"The object is served once the ControlPlane exists; otherwise delete it and use the name of an existing ControlPlane in namespace %s",
+			req.NamespacedName, key, req.Namespace),
+	}
 }
 
 // LookupEndUser returns existing MCP access.
@@ -123,9 +198,22 @@ func (t *Tenancy[T]) LookupEndUser(ctx context.Context, tg engine.Target[T]) (*c
 	return t.mcp.Lookup(ctx, tg.Key)
 }
 
+// Record keeps value in an annotation of the tenant's MCP AccessRequest
+// (engine.Recorder): the engine's record of the object, for a provider without
+// workload cluster.
+func (t *Tenancy[T]) Record(ctx context.Context, key access.Key, annotation, value string) error {
+	return t.mcp.Record(ctx, key, annotation, value)
+}
+
 // ReleaseEndUser deletes the MCP AccessRequest.
 func (t *Tenancy[T]) ReleaseEndUser(ctx context.Context, tg engine.Target[T]) (bool, error) {
-	return t.mcp.Release(ctx, tg.Key)
+	done, err := t.mcp.Release(ctx, tg.Key)
+	if done {
+		t.mu.Lock()
+		delete(t.missing, tg.Key.Request.NamespacedName)
+		t.mu.Unlock()
+	}
+	return done, err
 }
 
 // RequestsFor maps the onboarding labels back to the object.

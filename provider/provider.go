@@ -25,6 +25,16 @@ type Reconciler[T Object] interface {
 	CreateOrUpdate(ctx context.Context, obj T) (Result, error)
 	// Delete removes what CreateOrUpdate installed. The runtime removes the tenant's
 	// cluster access and the finalizer after Delete reports done.
+	//
+	// The orphan sweep calls Delete too, for a tenant whose object vanished without the
+	// deletion sequence (its finalizer removed by hand, its kcp workspace force-removed):
+	// obj is then the object as the runtime last handed it to CreateOrUpdate (metadata
+	// and spec; the status is empty), marked as being deleted, and the tenant's access is revoked
+	// only after Delete reports done; an error or InProgress is retried at the next
+	// sweep. In that call cluster.MCPFromCtx is nil (the end-user cluster may be gone,
+	// and no access is ordered for a tenant without object); cluster.WorkloadFromCtx is
+	// there while the platform still grants it. So Delete must cope with a nil end-user
+	// cluster, and with a nil workload cluster (never granted, or already revoked).
 	Delete(ctx context.Context, obj T) (Result, error)
 }
 

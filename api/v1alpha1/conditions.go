@@ -76,6 +76,12 @@ const (
 	// (a permission claim was rejected, say); the message names what is left and how
 	// to let the runtime finish.
 	ReasonCleanupBlocked = "CleanupBlocked"
+	// ReasonControlPlaneNotFound (standard mode): the ControlPlane the object is named
+	// after does not exist on the platform (there is no ClusterRequest for it), so
+	// nothing is ordered for the object. It is served once the ControlPlane exists; to
+	// act, create the ControlPlane, or delete the object and create it under the name of
+	// an existing ControlPlane of its namespace.
+	ReasonControlPlaneNotFound = "ControlPlaneNotFound"
 )
 
 // Reasons of the WorkspaceAccess condition.

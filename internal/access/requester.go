@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -179,8 +180,9 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 		return nil, fmt.Errorf("ordering %s access: %w", r.opts.Registration.ID(), err)
 	}
 	id := r.opts.Registration.ID()
+	var cr *clustersv1alpha1.ClusterRequest
 	if r.opts.Registration.ClusterRequestAvailable() {
-		cr, err := r.lib.ClusterRequest(lctx, key.Request, id, key.Identity)
+		cr, err = r.lib.ClusterRequest(lctx, key.Request, id, key.Identity)
 		if apierrors.IsNotFound(err) {
 			cr, err = nil, nil
 		}
@@ -201,9 +203,14 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 	if res.RequeueAfter > 0 || ar == nil || !ar.Status.IsGranted() || ar.Status.ObservedGeneration != ar.Generation {
 		// One message for every step of the wait (ClusterRequest pending, then
 		// AccessRequest pending): a message per step costs the tenant's object a status
-		// write each, and says nothing a tenant can act on.
-		return nil, &WaitingError{Reason: r.opts.WaitingReason, RequeueAfter: r.waitingRetry(key),
-			Message: fmt.Sprintf("waiting for the platform to grant access to the %s cluster (requests in platform namespace %s)", id, key.Identity.TenantNamespace())}
+		// write each, and says nothing a tenant can act on. What the platform says is
+		// wrong with a request (an invalid reference, a configuration problem) is
+		// different: the tenant reads it on the object.
+		msg := fmt.Sprintf("waiting for the platform to grant access to the %s cluster (requests in platform namespace %s)", id, key.Identity.TenantNamespace())
+		if says := platformProblem(cr, ar); says != "" {
+			msg += "; the platform says: " + says
+		}
+		return nil, &WaitingError{Reason: r.opts.WaitingReason, RequeueAfter: r.waitingRetry(key), Message: msg}
 	}
 	r.mu.Lock()
 	delete(r.tenants, tenantKey(key))
@@ -339,6 +346,40 @@ func FromKubeconfig(kubeconfig []byte, scheme *runtime.Scheme, tune func(*rest.C
 	return &cluster.Access{Client: c, Config: cfg, Kubeconfig: kubeconfig}, nil
 }
 
+// platformProblem returns what the platform reported as wrong with a pending request,
+// as "<Kind> <namespace>/<name>: <reason>: <message>", or "" when it reports nothing
+// but a wait. It reads the conditions that are not True; a reason starting with
+// "WaitingFor" (openMCP's reasons for a wait, e.g. WaitingForClusterRequest) is a
+// step, not a problem. The ClusterRequest is looked at first: an AccessRequest
+// waiting for it says little more. Platforms that write no conditions (the
+// openmcp-operator's AccessRequest controller keeps only the phase) report nothing.
+func platformProblem(cr *clustersv1alpha1.ClusterRequest, ar *clustersv1alpha1.AccessRequest) string {
+	if cr != nil && !cr.Status.IsGranted() {
+		if s := problemIn(cr.Status.Conditions); s != "" {
+			return fmt.Sprintf("ClusterRequest %s/%s: %s", cr.Namespace, cr.Name, s)
+		}
+	}
+	if ar != nil && !ar.Status.IsGranted() {
+		if s := problemIn(ar.Status.Conditions); s != "" {
+			return fmt.Sprintf("AccessRequest %s/%s: %s", ar.Namespace, ar.Name, s)
+		}
+	}
+	return ""
+}
+
+func problemIn(conds []metav1.Condition) string {
+	for _, c := range conds {
+		if c.Status == metav1.ConditionTrue || c.Reason == "" || strings.HasPrefix(c.Reason, "WaitingFor") {
+			continue
+		}
+		if c.Message == "" {
+			return c.Reason
+		}
+		return c.Reason + ": " + c.Message
+	}
+	return ""
+}
+
 // deniedMessage picks the platform's explanation from the request's conditions.
 func deniedMessage(conds []metav1.Condition) string {
 	for _, c := range conds {
@@ -379,4 +420,28 @@ func (r *Requester) accessRequest(ctx context.Context, key Key) (*clustersv1alph
 		return nil, nil
 	}
 	return ar, err
+}
+
+// Record keeps value in the annotation of the tenant's AccessRequest, patching it only
+// when it differs, so a tenant whose value does not change costs no writes. Without an
+// AccessRequest, or while it is being deleted, there is nothing to keep it with and
+// Record does nothing. The engine keeps its record of the last object it handed the
+// provider this way (engine.RecordAnnotation): it goes when the request goes.
+func (r *Requester) Record(ctx context.Context, key Key, annotation, value string) error {
+	ar, err := r.accessRequest(libContext(ctx), key)
+	if err != nil {
+		return fmt.Errorf("reading AccessRequest: %w", err)
+	}
+	if ar == nil || !ar.DeletionTimestamp.IsZero() || ar.Annotations[annotation] == value {
+		return nil
+	}
+	base := ar.DeepCopy()
+	if ar.Annotations == nil {
+		ar.Annotations = map[string]string{}
+	}
+	ar.Annotations[annotation] = value
+	if err := r.platform.Patch(ctx, ar, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("annotating AccessRequest %s/%s: %w", ar.Namespace, ar.Name, err)
+	}
+	return nil
 }

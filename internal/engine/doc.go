@@ -8,8 +8,8 @@
 //
 // For one Service object the engine, in order: honours the operation annotation, loads
 // the ProviderConfig, admits the object (singleton rule), adds the finalizer, resolves
-// end-user and workload access, calls the provider, and writes the status when it
-// changed. Deletion runs the same resolution, calls Delete, releases workload access,
+// end-user and workload access, records the object on the tenant's request for the
+// orphan sweep (orphan.go), calls the provider, and writes the status when it changed. Deletion runs the same resolution, calls Delete, releases workload access,
 // then end-user access, then removes the finalizer.
 //
 // Every reconcile is observed once, at its end (observe.go): metrics from its result

@@ -293,7 +293,8 @@ func (e *Engine[T]) stillHeld(ctx context.Context, t Target[T]) (bool, error) {
 	return live.GetUID() == t.Object.GetUID() && controllerutil.ContainsFinalizer(live, e.opts.Finalizer), nil
 }
 
-// resolve orders and returns every cluster the provider needs.
+// resolve orders and returns every cluster the provider needs, and records the object
+// for the orphan sweep once they are granted (orphan.go).
 func (e *Engine[T]) resolve(ctx context.Context, t Target[T], pc provider.ProviderConfig) (*cluster.Tenant, error) {
 	tenant := &cluster.Tenant{Mode: e.opts.Tenancy.Mode(), Identity: t.Identity, ProviderConfig: pc}
 	mcp, err := e.opts.Tenancy.EndUser(ctx, t)
@@ -307,6 +308,9 @@ func (e *Engine[T]) resolve(ctx context.Context, t Target[T], pc provider.Provid
 			return nil, err
 		}
 		tenant.Workload = wl
+	}
+	if err := e.remember(ctx, t); err != nil {
+		return nil, err
 	}
 	return tenant, nil
 }

@@ -42,6 +42,7 @@ var warningReasons = map[string]bool{
 	v1alpha1.ReasonRuntimeError:           true,
 	v1alpha1.ReasonNotSingleton:           true,
 	v1alpha1.ReasonPermissionClaimMissing: true,
+	v1alpha1.ReasonControlPlaneNotFound:   true,
 	v1alpha1.ReasonProviderConfigMissing:  true,
 	v1alpha1.ReasonProviderConfigInvalid:  true,
 	v1alpha1.ReasonAccessRepaired:         true,

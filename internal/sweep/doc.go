@@ -22,9 +22,15 @@
 //     its AccessRequests remain, the order openMCP's clusteraccess library keeps. The
 //     library's finalizer is removed once it is the only one left, i.e. after the
 //     platform released what it granted.
+//   - Before the requests go, the provider's Delete removes what it created for the
+//     tenant (Options.Delete, engine.DeleteOrphan), with the engine's record of the
+//     last object it handed the provider, kept on the tenant's AccessRequest. A Delete
+//     that fails or is in progress is called again at the next sweep, and the requests
+//     stay until it is done: revoking first would take away the workload access the
+//     Delete needs. A tenant without record (the provider was never called for it) is
+//     only revoked.
 //
-// What it does not do: remove what the provider created on the workload cluster for
-// the tenant. The platform revokes the tenant's workload credentials and (for a shared
-// cluster) its ServiceAccount and RBAC; objects the provider itself created in the
-// tenant's namespace there stay until an operator removes them.
+// What it does not do: remove what the runtime created in a tenant's kcp workspace
+// that still exists (its ServiceAccount and RBAC there) when the object was removed by
+// hand; a deleted workspace takes them with it.
 package sweep

@@ -37,6 +37,10 @@ type Options struct {
 	// Present reports whether the tenant named by a request's labels still has a Service
 	// object. An error counts as present.
 	Present func(ctx context.Context, labels map[string]string) (bool, error)
+	// Delete, when set, removes what the provider created for a gone tenant, given the
+	// tenant's AccessRequests (engine.DeleteOrphan). The tenant's requests are revoked
+	// only after it reported done; false or an error keeps them for the next sweep.
+	Delete func(ctx context.Context, ars []*clustersv1alpha1.AccessRequest) (done bool, err error)
 	// Interval between sweeps. Default 5 minutes.
 	Interval time.Duration
 	// Absences is how many consecutive sweeps must find a tenant gone before its
@@ -51,6 +55,9 @@ type Sweeper struct {
 
 	mu     sync.Mutex
 	absent map[string]int
+	// deleted holds the gone tenants whose provider Delete finished, until their
+	// requests are gone.
+	deleted map[string]bool
 }
 
 // New returns a Sweeper.
@@ -61,7 +68,7 @@ func New(opts Options) *Sweeper {
 	if opts.Absences < 1 {
 		opts.Absences = DefaultAbsences
 	}
-	return &Sweeper{opts: opts, absent: map[string]int{}}
+	return &Sweeper{opts: opts, absent: map[string]int{}, deleted: map[string]bool{}}
 }
 
 // Start sweeps every Interval until ctx ends; the first sweep is one Interval after
@@ -80,7 +87,8 @@ func (s *Sweeper) Start(ctx context.Context) error {
 			logger.Error(err, "sweeping orphaned platform requests")
 		}
 		if res.Deleted > 0 || res.Orphans > 0 {
-			logger.Info("Swept orphaned platform requests", "orphanedTenants", res.Orphans, "deleted", res.Deleted, "finalizersRemoved", res.Released)
+			logger.Info("Swept orphaned platform requests", "orphanedTenants", res.Orphans, "providerDeletes", res.ProviderDeletes,
+				"providerDeletesPending", res.ProviderDeletesPending, "deleted", res.Deleted, "finalizersRemoved", res.Released)
 		}
 	}, 0)
 	return nil
@@ -90,8 +98,12 @@ func (s *Sweeper) Start(ctx context.Context) error {
 type Result struct {
 	// Suspects are tenants found gone in this sweep, not yet Absences times.
 	Suspects int
-	// Orphans are tenants gone for Absences sweeps whose requests were acted on.
+	// Orphans are tenants gone for Absences sweeps that were acted on.
 	Orphans int
+	// ProviderDeletes are orphans whose provider Delete finished in this sweep;
+	// ProviderDeletesPending those whose Delete is in progress or failed (their
+	// requests stay until a later sweep).
+	ProviderDeletes, ProviderDeletesPending int
 	// Deleted requests (deletion started), Released requests (finalizer removed).
 	Deleted, Released int
 }
@@ -157,6 +169,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 				log.FromContext(ctx).V(1).Info("tenant presence unknown; keeping its requests", "tenant", key, "error", err.Error())
 			}
 			delete(s.absent, key)
+			delete(s.deleted, key)
 			continue
 		}
 		s.absent[key]++
@@ -165,6 +178,24 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 			continue
 		}
 		res.Orphans++
+		if s.opts.Delete != nil && !s.deleted[key] && !revoking(t.ars, t.crs) {
+			done, err := s.opts.Delete(log.IntoContext(ctx, log.FromContext(ctx).WithValues("tenant", key)), t.ars)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("provider Delete for tenant %s: %w", key, err))
+			}
+			if err != nil || !done {
+				res.ProviderDeletesPending++
+				continue
+			}
+			res.ProviderDeletes++
+			s.deleted[key] = true
+			// Delete may take a while: the tenant may have come back meanwhile.
+			if present, err := s.opts.Present(ctx, t.labels); err != nil || present {
+				delete(s.absent, key)
+				delete(s.deleted, key)
+				continue
+			}
+		}
 		log.FromContext(ctx).Info("Tenant is gone; removing its platform requests", "tenant", key)
 		for _, ar := range t.ars {
 			d, r, err := release(ctx, s.opts.Client, ar)
@@ -193,6 +224,11 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 			delete(s.absent, k)
 		}
 	}
+	for k := range s.deleted {
+		if !seen[k] {
+			delete(s.deleted, k)
+		}
+	}
 	if len(errs) > 0 {
 		return res, fmt.Errorf("%d request(s) not released, first: %w", len(errs), errs[0])
 	}
@@ -209,6 +245,24 @@ func (s *Sweeper) tenantKey(ns string, labels map[string]string) (string, bool) 
 		parts = append(parts, v)
 	}
 	return strings.Join(parts, "/"), len(s.opts.TenantLabels) > 0
+}
+
+// revoking says whether the revocation of a tenant's requests has started: one of them
+// is being deleted. The sweep starts it only after the provider's Delete finished, and
+// the engine's deletion path after the provider's Delete too, so a sweep that
+// restarted (and forgot) does not call Delete again.
+func revoking(ars []*clustersv1alpha1.AccessRequest, crs []*clustersv1alpha1.ClusterRequest) bool {
+	for _, ar := range ars {
+		if !ar.DeletionTimestamp.IsZero() {
+			return true
+		}
+	}
+	for _, cr := range crs {
+		if !cr.DeletionTimestamp.IsZero() {
+			return true
+		}
+	}
+	return false
 }
 
 // release starts the deletion of o, or removes the clusteraccess library's finalizer

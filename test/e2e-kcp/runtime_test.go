@@ -15,6 +15,7 @@ import (
 	"github.com/kcp-dev/logicalcluster/v3"
 	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
 	tenancyv1alpha1 "github.com/kcp-dev/sdk/apis/tenancy/v1alpha1"
+	ctrlutils "github.com/openmcp-project/controller-utils/pkg/controller"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -189,6 +190,18 @@ func TestRuntimeKCPMode(t *testing.T) {
 		tenants = append(tenants, tn)
 	}
 	main := client.ObjectKey{Namespace: "default", Name: "main"}
+	// serve adds a tenant after the first ones: a workspace that binds the export and
+	// whose widget main is Ready and installed (with the greeting of the later subtests).
+	serve := func(t *testing.T, name, color string) (logicalcluster.Path, logicalcluster.Name, client.Client) {
+		t.Helper()
+		path, lc := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), name)
+		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
+		c := newClient(t, k.ConfigFor(path), scheme)
+		newWidget(ctx, t, c, "main", color)
+		waitReady(ctx, t, c, main)
+		wantConfigMap(ctx, t, wl, lc, "ciao", color)
+		return path, lc, c
+	}
 
 	t.Run("every tenant becomes Ready with its own credentials", func(t *testing.T) {
 		for i, tn := range tenants {
@@ -338,9 +351,13 @@ func TestRuntimeKCPMode(t *testing.T) {
 		if !rt.KCPActive() {
 			t.Error("kcp mode stopped after a tenant unbound")
 		}
-		// Its object can no longer be seen, so the orphan sweep removes what the
-		// runtime ordered for it on the platform.
-		poll(ctx, t, time.Minute, "platform requests of the unbound workspace swept", func(ctx context.Context) error {
+		// Nothing of it is left: neither its worker nor what the runtime ordered for it
+		// on the platform (kcp deletes the object with the binding and the deletion
+		// sequence runs; the orphan sweep is there for when it cannot).
+		poll(ctx, t, time.Minute, "worker and platform requests of the unbound workspace swept", func(ctx context.Context) error {
+			if n := workloadObjects(ctx, t, wl, gone.lc); n != 0 {
+				return fmt.Errorf("%d worker objects left", n)
+			}
 			if n := platformRequests(ctx, t, pf, gone.lc); n != 0 {
 				return fmt.Errorf("%d requests left", n)
 			}
@@ -358,12 +375,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 		wantConfigMap(ctx, t, wl, tn.lc, "ciao", "purple")
 		waitReady(ctx, t, tn.c, second)
 		// ...and a workspace bound after the restart is picked up.
-		path, lc := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "tenant-after-restart")
-		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
-		c := newClient(t, k.ConfigFor(path), scheme)
-		newWidget(ctx, t, c, "main", "orange")
-		waitReady(ctx, t, c, main)
-		wantConfigMap(ctx, t, wl, lc, "ciao", "orange")
+		serve(t, "tenant-after-restart", "orange")
 		if !rt.KCPActive() {
 			t.Error("kcp mode stopped after the kcp restart")
 		}
@@ -393,6 +405,101 @@ func TestRuntimeKCPMode(t *testing.T) {
 			return nil
 		})
 	})
+
+	t.Run("a force-removed workspace: the sweep has the provider delete its objects, then revokes", func(t *testing.T) {
+		path, lc, c := serve(t, "tenant-forced", "teal")
+		ars, _, err := listRequests(ctx, pf, lc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, ar := range ars.Items {
+			ids = append(ids, ctrlutils.K8sNameUUIDUnsafe(ar.Namespace, ar.Name))
+		}
+		if n := accessObjects(ctx, t, wl, ids); len(ids) != 1 || n == 0 {
+			t.Fatalf("%d workload AccessRequests, %d access objects on the workload cluster; want 1 and some", len(ids), n)
+		}
+		// Nothing of the runtime runs for the object from here on (an operator told it
+		// to leave the object alone); the workspace is deleted and, stuck on the
+		// runtime's finalizer, freed by hand: the object is gone without the deletion
+		// sequence, and the workspace with it.
+		patch(ctx, t, c, main, func(w *widget.Widget) { w.Annotations = map[string]string{"openmcp.cloud/operation": "ignore"} })
+		root := k.ClientFor(t, logicalcluster.NewPath("root"))
+		if err := root.Delete(ctx, &tenancyv1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: path.Base()}}); err != nil {
+			t.Fatal(err)
+		}
+		poll(ctx, t, time.Minute, "the widget marked for deletion", func(ctx context.Context) error {
+			w := &widget.Widget{}
+			if err := c.Get(ctx, main, w); err != nil {
+				return err
+			}
+			if w.DeletionTimestamp.IsZero() {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+		patch(ctx, t, c, main, func(w *widget.Widget) { w.Finalizers = nil })
+		removed := time.Now()
+		// Checked before the sweep can have found the tenant gone three times.
+		if n := workloadObjects(ctx, t, wl, lc); n != 2 {
+			t.Fatalf("%d worker objects on the workload cluster right after the removal, want 2: nothing but the sweep may remove them", n)
+		}
+		poll(ctx, t, 3*time.Minute, "workspace "+path.String()+" deleted", func(ctx context.Context) error {
+			if err := root.Get(ctx, client.ObjectKey{Name: path.Base()}, &tenancyv1alpha1.Workspace{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (%v)", err)
+			}
+			return nil
+		})
+		poll(ctx, t, time.Minute, "the force-removed workspace's worker, requests and access swept", func(ctx context.Context) error {
+			if n := workloadObjects(ctx, t, wl, lc); n != 0 {
+				return fmt.Errorf("%d worker objects left", n)
+			}
+			if n := platformRequests(ctx, t, pf, lc); n != 0 {
+				return fmt.Errorf("%d platform requests left", n)
+			}
+			if n := accessObjects(ctx, t, wl, ids); n != 0 {
+				return fmt.Errorf("%d access ServiceAccounts, roles and bindings left on the workload cluster", n)
+			}
+			return nil
+		})
+		t.Logf("worker objects, platform requests and workload access of the force-removed workspace gone %v after its object (sweep every 2s, 3 absences)",
+			time.Since(removed).Round(100*time.Millisecond))
+	})
+}
+
+// workloadObjects counts the widget's objects (its ConfigMap and kubeconfig Secret) for a
+// workspace on the workload cluster.
+func workloadObjects(ctx context.Context, t testing.TB, wl client.Client, lc logicalcluster.Name) int {
+	t.Helper()
+	ns := cluster.KCPIdentity(lc.String()).TenantNamespace()
+	n := 0
+	for name, o := range map[string]client.Object{"widget": &corev1.ConfigMap{}, "widget-kubeconfig": &corev1.Secret{}} {
+		err := wl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, o)
+		if err == nil {
+			n++
+		} else if !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	return n
+}
+
+// accessObjects counts the ServiceAccounts, roles and bindings the local platform
+// created on the workload cluster for the given access IDs (the label value of what it
+// creates for one AccessRequest).
+func accessObjects(ctx context.Context, t testing.TB, wl client.Client, ids []string) int {
+	t.Helper()
+	n := 0
+	for _, id := range ids {
+		for _, l := range []client.ObjectList{&corev1.ServiceAccountList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{},
+			&rbacv1.ClusterRoleList{}, &rbacv1.ClusterRoleBindingList{}} {
+			if err := wl.List(ctx, l, client.MatchingLabels{"localplatform.openmcp.cloud/access-id": id}); err != nil {
+				t.Fatal(err)
+			}
+			n += meta.LenList(l)
+		}
+	}
+	return n
 }
 
 // platformRequests counts the AccessRequests and ClusterRequests ordered for a workspace.

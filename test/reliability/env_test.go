@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	ctrlutils "github.com/openmcp-project/controller-utils/pkg/controller"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
@@ -288,6 +291,106 @@ func (e *env) wantCounts(ctx context.Context, t *testing.T, managedBy string, wa
 	eventually(ctx, t, timeout, "leftovers of "+managedBy, func(ctx context.Context) error {
 		if got := e.counts(ctx, t, managedBy); got != want {
 			return fmt.Errorf("got %+v, want %+v", got, want)
+		}
+		return nil
+	})
+}
+
+// leftovers is what is left of one standard-mode tenant.
+type leftovers struct {
+	// Requests: AccessRequests and ClusterRequests labelled with the tenant's name.
+	Requests int
+	// ServiceAccounts, Roles (Roles and ClusterRoles) and Bindings (RoleBindings and
+	// ClusterRoleBindings) the platform created on the workload and MCP clusters for the
+	// access IDs given.
+	ServiceAccounts, Roles, Bindings int
+	// WorkloadObjects: the widget's ConfigMap and kubeconfig Secret in the tenant's
+	// namespace on the workload cluster (the namespace itself stays: the test clusters
+	// run no namespace controller).
+	WorkloadObjects int
+}
+
+// accessIDs are the platform's IDs of the tenant's current AccessRequests: the label
+// value of what the local platform created for them on the target clusters.
+func (e *env) accessIDs(ctx context.Context, t *testing.T, controlPlane string) []string {
+	t.Helper()
+	ars := &clustersv1alpha1.AccessRequestList{}
+	if err := e.pf.List(ctx, ars, client.MatchingLabels{openmcpconst.ManagedByLabel: providerName, openmcpconst.OnboardingNameLabel: controlPlane}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, ar := range ars.Items {
+		ids = append(ids, ctrlutils.K8sNameUUIDUnsafe(ar.Namespace, ar.Name))
+	}
+	return ids
+}
+
+// leftovers counts what is left of the tenant named controlPlane, for the access IDs
+// its requests had.
+func (e *env) leftovers(ctx context.Context, t *testing.T, controlPlane string, ids []string) leftovers {
+	t.Helper()
+	var l leftovers
+	sel := client.MatchingLabels{openmcpconst.ManagedByLabel: providerName, openmcpconst.OnboardingNameLabel: controlPlane}
+	for _, list := range []client.ObjectList{&clustersv1alpha1.AccessRequestList{}, &clustersv1alpha1.ClusterRequestList{}} {
+		if err := e.pf.List(ctx, list, sel); err != nil {
+			t.Fatal(err)
+		}
+		l.Requests += meta.LenList(list)
+	}
+	for _, c := range []client.Client{e.wl, e.mcpc} {
+		for _, id := range ids {
+			byID := client.MatchingLabels{"localplatform.openmcp.cloud/access-id": id}
+			for _, k := range []struct {
+				n    *int
+				list client.ObjectList
+			}{
+				{&l.ServiceAccounts, &corev1.ServiceAccountList{}},
+				{&l.Roles, &rbacv1.RoleList{}}, {&l.Roles, &rbacv1.ClusterRoleList{}},
+				{&l.Bindings, &rbacv1.RoleBindingList{}}, {&l.Bindings, &rbacv1.ClusterRoleBindingList{}},
+			} {
+				if err := c.List(ctx, k.list, byID); err != nil {
+					t.Fatal(err)
+				}
+				*k.n += meta.LenList(k.list)
+			}
+		}
+	}
+	ns := cluster.StandardIdentity(tenantNamespace, controlPlane).TenantNamespace()
+	for _, o := range []client.Object{&corev1.ConfigMap{}, &corev1.Secret{}} {
+		name := "widget"
+		if _, ok := o.(*corev1.Secret); ok {
+			name = "widget-kubeconfig"
+		}
+		err := e.wl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, o)
+		if err == nil {
+			l.WorkloadObjects++
+		} else if !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	return l
+}
+
+// wantNoLeftovers waits until nothing is left of the tenant.
+func (e *env) wantNoLeftovers(ctx context.Context, t *testing.T, controlPlane string, ids []string, timeout time.Duration) {
+	t.Helper()
+	eventually(ctx, t, timeout, "leftovers of tenant "+controlPlane, func(ctx context.Context) error {
+		if got := e.leftovers(ctx, t, controlPlane, ids); got != (leftovers{}) {
+			return fmt.Errorf("left: %+v", got)
+		}
+		return nil
+	})
+}
+
+// deleteWidget deletes the widget and waits until it is gone.
+func (e *env) deleteWidget(ctx context.Context, t *testing.T, key client.ObjectKey) {
+	t.Helper()
+	if err := e.ob.Delete(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, 90*time.Second, key.String()+" gone", func(ctx context.Context) error {
+		if err := e.ob.Get(ctx, key, &widget.Widget{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
 		}
 		return nil
 	})

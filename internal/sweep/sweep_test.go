@@ -1,0 +1,88 @@
+package sweep
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
+	"github.com/openmcp-project/openmcp-operator/lib/clusteraccess/advanced"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+// TestProviderDeleteBeforeRevocation: a gone tenant's requests are revoked only after
+// the provider's Delete reported done; a Delete in progress or failing keeps them, and
+// Delete is not called again once the revocation started.
+func TestProviderDeleteBeforeRevocation(t *testing.T) {
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	if err := clustersv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{openmcpconst.ManagedByLabel: "widgets", "tenant": "gone"}
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: "tenant-ns", Name: name, Labels: labels, Finalizers: []string{advanced.Finalizer}}
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		&clustersv1alpha1.AccessRequest{ObjectMeta: meta("widgets--gone--wl")},
+		&clustersv1alpha1.ClusterRequest{ObjectMeta: meta("widgets--gone--wl")},
+	).Build()
+
+	type answer struct {
+		done bool
+		err  error
+	}
+	answers := []answer{{false, nil}, {false, errors.New("workload cluster unreachable")}, {true, nil}}
+	calls := 0
+	s := New(Options{
+		Client: c, ManagedBy: "widgets", TenantLabels: []string{"tenant"}, Absences: 1,
+		Present: func(context.Context, map[string]string) (bool, error) { return false, nil },
+		Delete: func(_ context.Context, ars []*clustersv1alpha1.AccessRequest) (bool, error) {
+			if len(ars) != 1 {
+				t.Errorf("Delete got %d AccessRequests, want the tenant's one", len(ars))
+			}
+			a := answers[min(calls, len(answers)-1)]
+			calls++
+			return a.done, a.err
+		},
+	})
+	accessRequest := func() *clustersv1alpha1.AccessRequest {
+		ar := &clustersv1alpha1.AccessRequest{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "tenant-ns", Name: "widgets--gone--wl"}, ar); err != nil {
+			t.Fatal(err)
+		}
+		return ar
+	}
+
+	// In progress, then failing: nothing is revoked.
+	for i, wantErr := range []bool{false, true} {
+		res, err := s.Sweep(ctx)
+		if (err != nil) != wantErr || res.ProviderDeletesPending != 1 || res.Deleted != 0 {
+			t.Fatalf("sweep %d: result %+v, error %v", i+1, res, err)
+		}
+		if !accessRequest().DeletionTimestamp.IsZero() {
+			t.Fatalf("sweep %d: the AccessRequest is being deleted before the provider's Delete finished", i+1)
+		}
+	}
+	// Done: the revocation starts with the AccessRequest.
+	res, err := s.Sweep(ctx)
+	if err != nil || res.ProviderDeletes != 1 || res.Deleted != 1 {
+		t.Fatalf("sweep 3: result %+v, error %v", res, err)
+	}
+	if accessRequest().DeletionTimestamp.IsZero() {
+		t.Fatal("the AccessRequest is not being deleted after the provider's Delete finished")
+	}
+	// A new Sweeper (a restarted runtime) sees the revocation under way and does not
+	// call Delete again.
+	s = New(s.opts)
+	if _, err := s.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 3 {
+		t.Errorf("Delete called %d times, want 3", calls)
+	}
+}
