@@ -81,6 +81,10 @@ func (b *Builder[T]) Complete(r provider.Reconciler[T]) (*Runtime[T], error) {
 	if b.scheme == nil {
 		errs = append(errs, errors.New("no scheme"))
 	}
+	if _, ok := b.providerConfig.(provider.KCPConfigurer); b.kcp != nil && b.providerConfig != nil && !ok {
+		// Without it spec.kcp can never be read, and kcp mode would silently never start.
+		errs = append(errs, fmt.Errorf("KCP is declared but the ProviderConfig type %T cannot carry spec.kcp: embed v1alpha1.KCP and implement provider.KCPConfigurer", b.providerConfig))
+	}
 	if b.kcp != nil && !b.workload {
 		// kcp workspaces have no compute: a provider whose worker runs on the end-user
 		// cluster (the classic pattern) cannot serve them.

@@ -314,7 +314,9 @@ func (s *kcpSupervisor[T]) desired(ctx context.Context) (provider.ProviderConfig
 	if k == nil {
 		return pc, nil, nil
 	}
-	if err := ValidateKCP(k); err != nil {
+	// The CRD schema holds the same rules; a ProviderConfig stored under an older or
+	// hand-made CRD may not have met them.
+	if err := k.Validate(); err != nil {
 		return pc, nil, &kcpError{reason: v1alpha1.ReasonProviderConfigInvalid, err: err}
 	}
 	ref := k.KubeconfigSecret
@@ -338,10 +340,6 @@ func (s *kcpSupervisor[T]) desired(ctx context.Context) (provider.ProviderConfig
 		kubeconfig: raw, digest: hex.EncodeToString(sum[:]),
 	}, nil
 }
-
-// ValidateKCP checks a spec.kcp section with the rules of its CRD schema (see
-// v1alpha1.KCP.Validate), for ProviderConfigs stored under an older or hand-made CRD.
-func ValidateKCP(k *v1alpha1.KCP) error { return k.Validate() }
 
 // newRun checks want against kcp and builds its kcp-mode manager without starting it:
 // it asks the provider workspace who the credentials are, provisions the APIExport and

@@ -7,7 +7,7 @@
 //	mcp := cluster.MCPFromCtx(ctx)               // end-user cluster: MCP or kcp workspace
 //	wl := cluster.WorkloadFromCtx(ctx)           // nil when not requested or not granted
 //	kcfg := cluster.MCPKubeconfigFromCtx(ctx)    // for the worker to reach the end user
-//	ns := cluster.IdentityFromCtx(ctx).Namespace() // stable per-tenant name
+//	ns := cluster.IdentityFromCtx(ctx).TenantNamespace() // stable per-tenant name
 //
 // The same accessors answer in every mode, so install logic has no mode branches; Mode
 // exists for the rare provider whose install genuinely differs.

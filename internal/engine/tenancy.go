@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
@@ -72,6 +71,3 @@ type ClusterLister interface {
 	// Get returns an engaged cluster.
 	Get(name string) (ctrlcluster.Cluster, bool)
 }
-
-// ObjectKey is a helper for Tenancies.
-func ObjectKey(o client.Object) client.ObjectKey { return client.ObjectKeyFromObject(o) }

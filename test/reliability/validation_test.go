@@ -16,7 +16,7 @@ import (
 
 // TestMalformedKCPRejected: a real API server with the generated ProviderConfig CRD
 // refuses a malformed spec.kcp with the message of the CRD's CEL rule, and the
-// runtime's own check (v1alpha1.KCP.Validate, used by builder.ValidateKCP) agrees with
+// runtime's own check (v1alpha1.KCP.Validate, which the kcp supervisor applies) agrees with
 // the API server on every case.
 func TestMalformedKCPRejected(t *testing.T) {
 	ctx := t.Context()
