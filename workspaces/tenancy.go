@@ -235,6 +235,7 @@ func (t *Tenancy[T]) ReleaseEndUser(ctx context.Context, tg engine.Target[T]) (b
 	delete(t.clients, lc)
 	t.mu.Unlock()
 	if !r.Done() && (provisioned(tg.Object) || !onlyClaimsRefused(r)) {
+		log.FromContext(ctx).Info("deletion waits: the workspace credential cannot be removed completely", "left", r.Explain())
 		return false, &access.WaitingError{Reason: v1alpha1.ReasonCleanupBlocked, Final: true,
 			RequeueAfter: t.opts.RetryInterval, Message: r.Explain()}
 	}
