@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
 	"github.com/openmcp-project/kcp-serviceprovider/tokens"
 )
@@ -100,11 +101,9 @@ func (s *selfToken) mint(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	now := time.Now()
-	life := tr.Status.ExpirationTimestamp.Sub(now)
 	s.mu.Lock()
 	s.token = tr.Status.Token
-	s.renewAt = now.Add(life * 8 / 10)
+	s.renewAt = kubeconfig.RenewAt(time.Now(), tr.Status.ExpirationTimestamp.Time)
 	s.mu.Unlock()
 	return tr.Status.ExpirationTimestamp.Time, nil
 }

@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
 )
 
 // Options configure a [Minter].
@@ -425,7 +427,7 @@ func (m *Minter) mint(ctx context.Context, cluster logicalcluster.Name, fresh bo
 	}
 	expires := tr.Status.ExpirationTimestamp.Time
 	server := m.base + logicalcluster.NewPath(cluster.String()).RequestPath()
-	kc, err := kubeconfig(m.opts.Direct, server, cluster.String(), tr.Status.Token)
+	kc, err := renderKubeconfig(m.opts.Direct, server, cluster.String(), tr.Status.Token)
 	if err != nil {
 		return nil, err
 	}
@@ -434,8 +436,7 @@ func (m *Minter) mint(ctx context.Context, cluster logicalcluster.Name, fresh bo
 		Token:      tr.Status.Token,
 		Kubeconfig: kc,
 		ExpiresAt:  expires,
-		// Renew at 80 % of the lifetime kcp granted, as controller-utils does.
-		RenewAt: issued.Add(expires.Sub(issued) * 4 / 5),
+		RenewAt:    kubeconfig.RenewAt(issued, expires),
 	}, nil
 }
 

@@ -31,13 +31,12 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 )
@@ -516,12 +515,7 @@ func runtimeKubeconfig(ctx context.Context, k *localenv.KCP) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("minting the runtime's kcp token: %w", err)
 	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["kcp"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["runtime"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	kc.Contexts["runtime"] = &clientcmdapi.Context{Cluster: "kcp", AuthInfo: "runtime"}
-	kc.CurrentContext = "runtime"
-	return clientcmd.Write(*kc)
+	return kubeconfig.Render("runtime", kubeconfig.Server{URL: cfg.Host, CAData: cfg.CAData}, tr.Status.Token)
 }
 
 // selfArgs are the flags the openmcp-operator would pass, pointed at the local clusters.
