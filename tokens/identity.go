@@ -89,3 +89,20 @@ func (id Identity) Subjects(globalServiceAccounts bool) []rbacv1.Subject {
 func (id Identity) needsGateDetection() bool {
 	return id.IsServiceAccount && id.ClusterName != ""
 }
+
+func (m *Minter) getIdentity(ctx context.Context) (Identity, error) {
+	m.mu.Lock()
+	id := m.identity
+	m.mu.Unlock()
+	if id != nil {
+		return *id, nil
+	}
+	detected, err := DetectIdentity(ctx, m.opts.Direct)
+	if err != nil {
+		return Identity{}, fmt.Errorf("tokens: %w", err)
+	}
+	m.mu.Lock()
+	m.identity = &detected
+	m.mu.Unlock()
+	return detected, nil
+}
