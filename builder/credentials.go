@@ -25,9 +25,9 @@ import (
 const directTokenTTL = time.Hour
 
 // splitCredentials returns the credentials for virtual-workspace calls and for direct
-// calls (TokenRequests in tenant workspaces). They must differ: kcp v0.30 lets a token
-// used on the virtual workspace act with the virtual workspace's warrant on direct
-// calls for a while.
+// calls (TokenRequests in tenant workspaces). They must differ, or a kcp token-cache
+// bug lends direct calls the virtual workspace's warrant
+// (docs/design/tenant-credentials.md).
 //
 // When the kubeconfig is a ServiceAccount of the provider workspace (the production
 // shape), the virtual workspace keeps it and direct calls get a second token of the

@@ -36,8 +36,8 @@ type Identity struct {
 
 // DetectIdentity asks kcp who cfg authenticates as, with a SelfSubjectReview
 // (authentication.k8s.io/v1). cfg may point at kcp's base URL or at the identity's own
-// workspace: on kcp v0.30.0 both answer for a ServiceAccount of the provider workspace,
-// with the same user and cluster name.
+// workspace; both give the same answer (docs/design/tenant-credentials.md, "Which
+// subject names the runtime").
 func DetectIdentity(ctx context.Context, cfg *rest.Config) (Identity, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

@@ -26,9 +26,8 @@ type Options struct {
 	// Direct authenticates as the runtime at kcp itself (not the virtual workspace),
 	// with kcp's base URL as Host; a /clusters/<path> suffix is ignored. It is used
 	// only for TokenRequests. It must not be the credential the virtual workspace
-	// client uses: kcp v0.30.0 lets a token that was just used on the virtual
-	// workspace act with the workspace's authority on direct calls for about ten
-	// seconds (fixed in v0.31.0), which would hide missing RBAC.
+	// client uses, or a kcp token-cache bug could hide missing RBAC
+	// (docs/design/tenant-credentials.md, "token-cache bug").
 	Direct *rest.Config
 	// Identity is who Direct authenticates as. Zero: detected on first use with
 	// DetectIdentity(Direct).
