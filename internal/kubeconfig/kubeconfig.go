@@ -45,8 +45,7 @@ func RenderContexts(user, token string, servers map[string]Server, current strin
 	cfg.CurrentContext = current
 	out, err := clientcmd.Write(*cfg)
 	if err != nil {
-		// The error could quote the token; never pass it on.
-		return nil, fmt.Errorf("rendering kubeconfig for context %q failed", current)
+		return nil, fmt.Errorf("rendering kubeconfig for context %q: %w", current, err)
 	}
 	return out, nil
 }
