@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
 	"github.com/openmcp-project/kcp-serviceprovider/tokens"
 )
@@ -24,9 +25,9 @@ import (
 const directTokenTTL = time.Hour
 
 // splitCredentials returns the credentials for virtual-workspace calls and for direct
-// calls (TokenRequests in tenant workspaces). They must differ: kcp v0.30 lets a token
-// used on the virtual workspace act with the virtual workspace's warrant on direct
-// calls for a while.
+// calls (TokenRequests in tenant workspaces). They must differ, or a kcp token-cache
+// bug lends direct calls the virtual workspace's warrant
+// (docs/design/tenant-credentials.md).
 //
 // When the kubeconfig is a ServiceAccount of the provider workspace (the production
 // shape), the virtual workspace keeps it and direct calls get a second token of the
@@ -100,11 +101,9 @@ func (s *selfToken) mint(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
-	now := time.Now()
-	life := tr.Status.ExpirationTimestamp.Sub(now)
 	s.mu.Lock()
 	s.token = tr.Status.Token
-	s.renewAt = now.Add(life * 8 / 10)
+	s.renewAt = kubeconfig.RenewAt(time.Now(), tr.Status.ExpirationTimestamp.Time)
 	s.mu.Unlock()
 	return tr.Status.ExpirationTimestamp.Time, nil
 }

@@ -383,9 +383,7 @@ func (s *kcpSupervisor[T]) newRun(ctx context.Context, want kcpSettings) (_ *kcp
 	}
 
 	// Direct calls (TokenRequests) use a separate credential from the virtual
-	// workspace calls: kcp v0.30 lets a token used on the virtual workspace act with
-	// the virtual workspace's warrant on direct calls for a while (see
-	// docs/design/tenant-credentials.md).
+	// workspace calls (docs/design/tenant-credentials.md, "token-cache bug").
 	vwCfg, directCfg, identity, err := splitCredentials(runCtx, base, want.workspace, r.decl.name)
 	if err != nil {
 		return nil, fmt.Errorf("kcp credentials: %w", err)

@@ -15,12 +15,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/openmcp-project/controller-utils/pkg/clusteraccess"
 	ctrlutils "github.com/openmcp-project/controller-utils/pkg/controller"
 
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	cconst "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1/constants"
 	commonapi "github.com/openmcp-project/openmcp-operator/api/common"
+
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
 )
 
 // reconcileAccessRequest plays the openmcp-operator's AccessRequest controller and a
@@ -188,7 +189,7 @@ func (p *Platform) grantAccess(ctx context.Context, ar *clustersv1alpha1.AccessR
 	if err != nil {
 		return time.Time{}, err
 	}
-	kcfg, err := clusteraccess.CreateTokenKubeconfig(sa.Name, t.host, t.caData, tok.Token)
+	kcfg, err := kubeconfig.Render("cluster", kubeconfig.Server{URL: t.host, CAData: t.caData}, tok.Token)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("creating kubeconfig: %w", err)
 	}
@@ -227,7 +228,7 @@ func (p *Platform) grantAccess(ctx context.Context, ar *clustersv1alpha1.AccessR
 			return time.Time{}, fmt.Errorf("granting AccessRequest %s/%s: %w", ar.Namespace, ar.Name, err)
 		}
 	}
-	return clusteraccess.ComputeTokenRenewalTime(tok.CreationTimestamp, tok.ExpirationTimestamp), nil
+	return kubeconfig.RenewAt(tok.CreationTimestamp, tok.ExpirationTimestamp), nil
 }
 
 // currentToken reads the access Secret of a granted request and returns when its token
@@ -248,7 +249,7 @@ func (p *Platform) currentToken(ctx context.Context, ar *clustersv1alpha1.Access
 	if err1 != nil || err2 != nil || len(s.Data[clustersv1alpha1.SecretKeyKubeconfig]) == 0 || string(s.Data[clustersv1alpha1.SecretKeyHost]) != t.host {
 		return time.Time{}, false, nil
 	}
-	return clusteraccess.ComputeTokenRenewalTime(time.Unix(created, 0), time.Unix(expires, 0)), true, nil
+	return kubeconfig.RenewAt(time.Unix(created, 0), time.Unix(expires, 0)), true, nil
 }
 
 // tokenTTL is Options.TokenTTL, cut short so no token outlives the request's spec.ttl;

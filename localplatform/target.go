@@ -3,6 +3,8 @@ package localplatform
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -10,6 +12,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,6 +23,118 @@ import (
 
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 )
+
+// TargetCluster is an API server the platform hands out access to.
+type TargetCluster struct {
+	// Name identifies the target; it names the Cluster object of a shared target and is
+	// used as a label value, so it must be a DNS-1123 label.
+	Name string
+	// Purposes this target serves, e.g. "workload" or "mcp".
+	Purposes []string
+	// Tenancy is Shared (the default: one Cluster object for all requests) or Exclusive
+	// (one Cluster object per request, all backed by this API server).
+	Tenancy clustersv1alpha1.Tenancy
+	// Config with admin rights on the target; alternatively Kubeconfig.
+	Config     *rest.Config
+	Kubeconfig []byte
+}
+
+// target is a TargetCluster ready for use.
+type target struct {
+	TargetCluster
+	// host is the URL written into Cluster objects and kubeconfigs.
+	host string
+	// caData is the CA bundle of the target's serving certificate.
+	caData []byte
+	client client.Client
+}
+
+// AddCluster makes a target cluster available to requests. It may be called while the
+// platform runs; requests waiting for a target with its purpose are served within
+// Options.RetryInterval.
+func (p *Platform) AddCluster(tc TargetCluster) error {
+	if errs := validation.IsDNS1123Label(tc.Name); len(errs) > 0 {
+		return fmt.Errorf("localplatform: target name %q is invalid: %s", tc.Name, strings.Join(errs, "; "))
+	}
+	if len(tc.Purposes) == 0 {
+		return fmt.Errorf("localplatform: target %q has no purposes", tc.Name)
+	}
+	switch tc.Tenancy {
+	case "":
+		tc.Tenancy = clustersv1alpha1.TENANCY_SHARED
+	case clustersv1alpha1.TENANCY_SHARED, clustersv1alpha1.TENANCY_EXCLUSIVE:
+	default:
+		return fmt.Errorf("localplatform: target %q has unknown tenancy %q", tc.Name, tc.Tenancy)
+	}
+	var cfg *rest.Config
+	switch {
+	case tc.Config != nil && len(tc.Kubeconfig) > 0:
+		return fmt.Errorf("localplatform: target %q sets both Config and Kubeconfig", tc.Name)
+	case tc.Config != nil:
+		cfg = rest.CopyConfig(tc.Config)
+	case len(tc.Kubeconfig) > 0:
+		var err error
+		if cfg, err = clientcmd.RESTConfigFromKubeConfig(tc.Kubeconfig); err != nil {
+			return fmt.Errorf("localplatform: parsing kubeconfig of target %q: %w", tc.Name, err)
+		}
+	default:
+		return fmt.Errorf("localplatform: target %q has neither Config nor Kubeconfig", tc.Name)
+	}
+	// Kubeconfigs handed out must be self-contained, so a CA given as a file is read now.
+	if err := rest.LoadTLSFiles(cfg); err != nil {
+		return fmt.Errorf("localplatform: loading TLS files of target %q: %w", tc.Name, err)
+	}
+	u, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return fmt.Errorf("localplatform: server URL of target %q: %w", tc.Name, err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: p.scheme})
+	if err != nil {
+		return fmt.Errorf("localplatform: creating client for target %q: %w", tc.Name, err)
+	}
+	tc.Config, tc.Kubeconfig = cfg, nil
+	tc.Purposes = slices.Clone(tc.Purposes)
+	t := &target{
+		TargetCluster: tc,
+		host:          strings.TrimSuffix(u.String(), "/"),
+		caData:        cfg.CAData,
+		client:        c,
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, existing := range p.targets {
+		if existing.Name == tc.Name {
+			return fmt.Errorf("localplatform: target %q already added", tc.Name)
+		}
+	}
+	p.targets = append(p.targets, t)
+	return nil
+}
+
+// target returns the target with the given name, or nil.
+func (p *Platform) target(name string) *target {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for _, t := range p.targets {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// targetFor returns the first target serving purpose, or nil.
+func (p *Platform) targetFor(purpose string) *target {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for _, t := range p.targets {
+		if slices.Contains(t.Purposes, purpose) {
+			return t
+		}
+	}
+	return nil
+}
 
 // minTokenRequestTTL is the shortest lifetime the TokenRequest API accepts.
 const minTokenRequestTTL = 10 * time.Minute

@@ -18,13 +18,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
@@ -275,7 +274,7 @@ func (g *Grant) mint(ctx context.Context, ns string, sa *corev1.ServiceAccount) 
 	// The engine calls the provider again soon after RenewAt, and this Grant mints a
 	// new token by then, so a worker's copy is replaced before it expires whatever the
 	// poll interval.
-	a.RenewAt = clusteraccess.ComputeTokenRenewalTime(tok.CreationTimestamp, tok.ExpirationTimestamp)
+	a.RenewAt = kubeconfig.RenewAt(tok.CreationTimestamp, tok.ExpirationTimestamp)
 	g.mu.Lock()
 	g.cache[ns] = grantEntry{saUID: sa.UID, renewAt: a.RenewAt, access: a}
 	g.mu.Unlock()
@@ -284,22 +283,9 @@ func (g *Grant) mint(ctx context.Context, ns string, sa *corev1.ServiceAccount) 
 
 // kubeconfig renders a kubeconfig for token at the platform's API server.
 func (g *Grant) kubeconfig(token string) ([]byte, error) {
-	const name = "platform"
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[name] = &clientcmdapi.Cluster{
-		Server:                   g.server.host,
-		CertificateAuthorityData: g.server.ca,
-		TLSServerName:            g.server.serverName,
-		InsecureSkipTLSVerify:    g.server.insecure,
-	}
-	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
-	cfg.CurrentContext = name
-	out, err := clientcmd.Write(*cfg)
-	if err != nil {
-		return nil, fmt.Errorf("rendering the platform %s kubeconfig: %w", g.opts.Purpose, err)
-	}
-	return out, nil
+	return kubeconfig.Render("platform", kubeconfig.Server{
+		URL: g.server.host, CAData: g.server.ca, TLSServerName: g.server.serverName, Insecure: g.server.insecure,
+	}, token)
 }
 
 func (g *Grant) labelMap(ns string) map[string]string {

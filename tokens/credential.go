@@ -8,8 +8,8 @@ import (
 
 	"github.com/kcp-dev/logicalcluster/v3"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
 )
 
 // Credential is a workload's access to its tenant workspace. Token and Kubeconfig are
@@ -71,8 +71,8 @@ func (c Credential) withRepaired(repaired []string) *Credential {
 	return out
 }
 
-// kubeconfig renders a kubeconfig for token at server, trusting what direct trusts.
-func kubeconfig(direct *rest.Config, server, cluster, token string) ([]byte, error) {
+// renderKubeconfig renders a kubeconfig for token at server, trusting what direct trusts.
+func renderKubeconfig(direct *rest.Config, server, cluster, token string) ([]byte, error) {
 	ca := direct.CAData
 	if len(ca) == 0 && direct.CAFile != "" {
 		var err error
@@ -80,19 +80,5 @@ func kubeconfig(direct *rest.Config, server, cluster, token string) ([]byte, err
 			return nil, fmt.Errorf("reading CA file of the direct config: %w", err)
 		}
 	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[cluster] = &clientcmdapi.Cluster{
-		Server:                   server,
-		CertificateAuthorityData: ca,
-		TLSServerName:            direct.ServerName,
-		InsecureSkipTLSVerify:    direct.Insecure,
-	}
-	cfg.AuthInfos[cluster] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts[cluster] = &clientcmdapi.Context{Cluster: cluster, AuthInfo: cluster}
-	cfg.CurrentContext = cluster
-	out, err := clientcmd.Write(*cfg)
-	if err != nil {
-		return nil, fmt.Errorf("rendering kubeconfig: %w", err)
-	}
-	return out, nil
+	return kubeconfig.Render(cluster, kubeconfig.Server{URL: server, CAData: ca, TLSServerName: direct.ServerName, Insecure: direct.Insecure}, token)
 }

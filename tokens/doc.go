@@ -48,12 +48,10 @@
 // Minter labels everything it creates (Options.Labels), and a tenant may accept the
 // claims only for objects with those labels.
 //
-// Unpatched kcp v0.30.0 has a token-cache bug (kcp-dev/kcp#3855, fixed in v0.31.0):
-// after a token is used on the virtual workspace, the same token used directly against
-// that tenant acts with the virtual workspace's authority for about ten seconds.
-// Options.Direct is therefore a different credential from the virtual workspace
-// client's, so the runtime stays within its rights on such a kcp too.
+// Options.Direct is a different credential from the virtual workspace client's, so the
+// runtime stays within its rights on a kcp with the token-cache bug described in the
+// design note.
 //
-// Design note with the measured facts and the tests that show them:
+// Design note with the measured, dated facts and the tests that show them:
 // docs/design/tenant-credentials.md.
 package tokens

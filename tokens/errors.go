@@ -50,12 +50,10 @@ var apiBindingListGVK = apisv1alpha2.SchemeGroupVersion.WithKind("APIBindingList
 // *ClaimNotAcceptedError when the claim is the reason, and returns err unchanged
 // otherwise.
 //
-// Measured on kcp v0.30.0: a claim that is not accepted (absent from the binding or
-// Rejected, or accepted without the verb) gives 403 Forbidden. A 403 has other causes
-// too (the runtime lacks apiexports/content permission in the provider workspace), so
-// before blaming the tenant the binding itself is read: the virtual workspace serves
-// the tenant's APIBindings to this export read-only. A resource the export does not
-// claim at all is not served (no kind match or a bare 404).
+// A claim that is not accepted gives 403 Forbidden, which has other causes too, so
+// before blaming the tenant the binding itself is read (the virtual workspace serves
+// it read-only). A resource the export does not claim at all is not served (no kind
+// match or a bare 404). Measured facts: docs/design/tenant-credentials.md.
 func classify(ctx context.Context, ws client.Client, gr schema.GroupResource, verb string, err error) error {
 	if err == nil {
 		return nil

@@ -36,8 +36,8 @@ type Identity struct {
 
 // DetectIdentity asks kcp who cfg authenticates as, with a SelfSubjectReview
 // (authentication.k8s.io/v1). cfg may point at kcp's base URL or at the identity's own
-// workspace: on kcp v0.30.0 both answer for a ServiceAccount of the provider workspace,
-// with the same user and cluster name.
+// workspace; both give the same answer (docs/design/tenant-credentials.md, "Which
+// subject names the runtime").
 func DetectIdentity(ctx context.Context, cfg *rest.Config) (Identity, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -88,4 +88,21 @@ func (id Identity) Subjects(globalServiceAccounts bool) []rbacv1.Subject {
 // needsGateDetection says whether the subject depends on the GlobalServiceAccount gate.
 func (id Identity) needsGateDetection() bool {
 	return id.IsServiceAccount && id.ClusterName != ""
+}
+
+func (m *Minter) getIdentity(ctx context.Context) (Identity, error) {
+	m.mu.Lock()
+	id := m.identity
+	m.mu.Unlock()
+	if id != nil {
+		return *id, nil
+	}
+	detected, err := DetectIdentity(ctx, m.opts.Direct)
+	if err != nil {
+		return Identity{}, fmt.Errorf("tokens: %w", err)
+	}
+	m.mu.Lock()
+	m.identity = &detected
+	m.mu.Unlock()
+	return detected, nil
 }

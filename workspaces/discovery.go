@@ -14,13 +14,11 @@ import (
 
 // SharedDiscovery gives every workspace of one virtual workspace the same REST mapper.
 //
-// kcp's multicluster-provider (v0.8.0) builds two lazy REST mappers per engaged
-// workspace, one in its client and one behind GetRESTMapper, and each runs discovery
-// through the virtual workspace on first use: seven requests per workspace in the
-// benchmark, a sixth of all the runtime sent while serving a new workspace. The
-// virtual workspace of an APIExport serves the same resources into every workspace
-// bound to it (the export's own and the claimed ones), so one mapper that discovers
-// through the wildcard endpoint `<vw>/clusters/*` answers for all of them. A claim a
+// kcp's multicluster-provider runs discovery once per engaged workspace, a large share
+// of what serving a new workspace costs (measured: docs/design/kcp-mode.md, "One REST
+// mapper"). The virtual workspace of an APIExport serves the same resources into every
+// workspace bound to it (the export's own and the claimed ones), so one mapper that
+// discovers through the wildcard endpoint `<vw>/clusters/*` answers for all of them. A claim a
 // tenant did not accept changes what the server allows, not what the resources are
 // called; such requests still fail, with the server's answer.
 type SharedDiscovery struct {

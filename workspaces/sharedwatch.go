@@ -31,12 +31,10 @@ import (
 // through one event handler on the virtual workspace's wildcard informer.
 //
 // The usual multicluster-runtime watch is a source per engaged cluster, and kcp's
-// multicluster-provider (v0.8.0) implements each as one more listener on the one
-// wildcard informer that filters by logical cluster: every event is copied into every
-// workspace's listener (a ring buffer of 1,024 slots and two goroutines each) and
-// dropped by all but one. At 500 workspaces that was the largest share of the
-// runtime's memory, and each object event cost 500 handler calls. SharedWatch adds a
-// single handler and hands each event to the handler of the object's own workspace.
+// multicluster-provider copies every event into every workspace's listener, so memory
+// and handler calls grow with workspaces (measured: docs/design/kcp-mode.md, "One watch
+// of the Service type"). SharedWatch adds a single handler and hands each event to the
+// handler of the object's own workspace.
 //
 // Wire it in three places: NewProvider (or NewCluster as a provider's NewCluster: it
 // learns the wildcard caches from it), Source as the controller's source of Service object

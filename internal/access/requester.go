@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/openmcp-project/controller-utils/pkg/clusteraccess"
 	"github.com/openmcp-project/controller-utils/pkg/logging"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	"github.com/openmcp-project/openmcp-operator/lib/clusteraccess/advanced"
@@ -24,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
 )
 
 // Options configure a Requester.
@@ -326,7 +326,7 @@ func RenewAt(data map[string][]byte) time.Time {
 	if err1 != nil || err2 != nil || expires <= created || created <= 0 {
 		return time.Time{}
 	}
-	return clusteraccess.ComputeTokenRenewalTime(time.Unix(created, 0), time.Unix(expires, 0))
+	return kubeconfig.RenewAt(time.Unix(created, 0), time.Unix(expires, 0))
 }
 
 // FromKubeconfig builds an Access from raw kubeconfig bytes.

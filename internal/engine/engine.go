@@ -51,8 +51,8 @@ type Options[T provider.Object] struct {
 	ProgressInterval time.Duration
 	// LiveReader returns a reader of the cluster that bypasses every cache (see
 	// stillHeld). Default: a client on the cluster's config, HTTP client and REST
-	// mapper; not GetAPIReader, which kcp's multicluster-provider (v0.8.0) answers
-	// from its cache.
+	// mapper; not GetAPIReader, which kcp's multicluster-provider answers from its
+	// cache (docs/design/kcp-mode.md).
 	LiveReader func(ctrlcluster.Cluster) (client.Reader, error)
 }
 

@@ -18,13 +18,10 @@ import (
 // recorder records the engine's events on Service objects, in whichever cluster holds
 // each object, through one client-go events broadcaster for all of them.
 //
-// kcp's multicluster-provider (v0.8.0) gives every workspace its own recorder, and the
-// first event in a workspace starts two broadcasters there (core and events.k8s.io),
-// each with queues of 1,000 events for its sink and its log watcher. In the benchmark
-// that was most of the runtime's heap: about 0.3 MiB per workspace, for the three
-// events an object gets on its way to Ready (docs/benchmarks-tuning.md). One
-// broadcaster keeps client-go's queueing, correlation and retries; its sink routes each
-// event to the cluster of the object it regards.
+// The per-workspace recorders of kcp's multicluster-provider cost memory per workspace
+// (measured: docs/design/observability.md). One broadcaster keeps client-go's
+// queueing, correlation and retries; its sink routes each event to the cluster of the
+// object it regards.
 type recorder struct {
 	broadcaster events.EventBroadcaster
 	sink        *routingSink

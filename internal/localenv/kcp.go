@@ -18,7 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
 )
 
 // kcpStopGrace is how long kcp may take to shut down before it is killed.
@@ -153,14 +154,11 @@ func (k *KCP) ConfigFor(path string) *rest.Config {
 // Kubeconfig writes an admin kubeconfig with one context per workspace path
 // (context name -> path); current names the current context.
 func (k *KCP) Kubeconfig(contexts map[string]string, current string) ([]byte, error) {
-	kc := clientcmdapi.NewConfig()
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: k.token}
+	servers := make(map[string]kubeconfig.Server, len(contexts))
 	for name, path := range contexts {
-		kc.Clusters[name] = &clientcmdapi.Cluster{Server: k.URL + "/clusters/" + path, CertificateAuthorityData: k.caData}
-		kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: "admin"}
+		servers[name] = kubeconfig.Server{URL: k.URL + "/clusters/" + path, CAData: k.caData}
 	}
-	kc.CurrentContext = current
-	return clientcmd.Write(*kc)
+	return kubeconfig.RenderContexts("admin", k.token, servers, current)
 }
 
 // get performs an authenticated GET on the server behind cfg (workspace path

@@ -28,14 +28,13 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
@@ -154,7 +153,7 @@ func startKCPEnv(ctx context.Context, t *tb, n int) (*kcpEnv, error) {
 		tokens = append(tokens, tok)
 	}
 	e.vwToken, e.directTok = tokens[1], tokens[2]
-	e.kubeconfig, err = kubeconfigFor(admin.Host, admin.CAData, tokens[0])
+	e.kubeconfig, err = kubeconfig.Render("runtime", kubeconfig.Server{URL: admin.Host, CAData: admin.CAData}, tokens[0])
 	if err != nil {
 		return nil, err
 	}
@@ -627,15 +626,6 @@ func saToken(ctx context.Context, cfg *rest.Config, ns, name string) (string, er
 		return nil
 	})
 	return tok, err
-}
-
-func kubeconfigFor(host string, ca []byte, token string) ([]byte, error) {
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["kcp"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: ca}
-	kc.AuthInfos["runtime"] = &clientcmdapi.AuthInfo{Token: token}
-	kc.Contexts["runtime"] = &clientcmdapi.Context{Cluster: "kcp", AuthInfo: "runtime"}
-	kc.CurrentContext = "runtime"
-	return clientcmd.Write(*kc)
 }
 
 // applyYAML creates every object of a multi-document YAML file.

@@ -27,12 +27,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rtv1alpha1 "github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/examples/echo/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 )
@@ -244,12 +244,7 @@ func tokenKubeconfig(ctx context.Context, t testing.TB, cfg *rest.Config, ns, na
 		}, metav1.CreateOptions{})
 		return err
 	})
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	kc.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
-	kc.CurrentContext = "c"
-	raw, err := clientcmd.Write(*kc)
+	raw, err := kubeconfig.Render("c", kubeconfig.Server{URL: cfg.Host, CAData: cfg.CAData}, tr.Status.Token)
 	if err != nil {
 		t.Fatal(err)
 	}

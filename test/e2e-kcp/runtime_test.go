@@ -31,7 +31,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -40,6 +39,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
@@ -676,12 +676,7 @@ func serviceAccountKubeconfig(ctx context.Context, t testing.TB, k *harness.KCP,
 		}, metav1.CreateOptions{})
 		return err
 	})
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["kcp"] = &clientcmdapi.Cluster{Server: admin.Host, CertificateAuthorityData: admin.CAData}
-	kc.AuthInfos["runtime"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	kc.Contexts["runtime"] = &clientcmdapi.Context{Cluster: "kcp", AuthInfo: "runtime"}
-	kc.CurrentContext = "runtime"
-	raw, err := clientcmd.Write(*kc)
+	raw, err := kubeconfig.Render("runtime", kubeconfig.Server{URL: admin.Host, CAData: admin.CAData}, tr.Status.Token)
 	if err != nil {
 		t.Fatal(err)
 	}

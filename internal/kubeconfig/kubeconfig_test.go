@@ -1,0 +1,46 @@
+package kubeconfig
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+func TestRenderRoundTrips(t *testing.T) {
+	out, err := Render("platform", Server{URL: "https://example:6443/clusters/a", CAData: []byte("ca"), TLSServerName: "kcp", Insecure: false}, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != "https://example:6443/clusters/a" || cfg.BearerToken != "tok" || string(cfg.CAData) != "ca" || cfg.ServerName != "kcp" {
+		t.Fatalf("kubeconfig does not carry server, token, CA and server name: %+v", cfg)
+	}
+}
+
+func TestRenderContexts(t *testing.T) {
+	out, err := RenderContexts("admin", "tok", map[string]Server{"a": {URL: "https://x/clusters/a"}, "b": {URL: "https://x/clusters/b"}}, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := clientcmd.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw.CurrentContext != "b" || len(raw.Contexts) != 2 || raw.Contexts["a"].AuthInfo != "admin" || raw.Clusters["b"].Server != "https://x/clusters/b" {
+		t.Fatalf("unexpected kubeconfig: %+v", raw)
+	}
+}
+
+func TestRenewAtIsFourFifths(t *testing.T) {
+	issued := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	if got, want := RenewAt(issued, issued.Add(10*time.Hour)), issued.Add(8*time.Hour); !got.Equal(want) {
+		t.Fatalf("RenewAt = %s, want %s", got, want)
+	}
+	if !RenewAt(time.Time{}, issued).IsZero() || !RenewAt(issued, time.Time{}).IsZero() {
+		t.Fatal("RenewAt of a zero time must be zero")
+	}
+}
