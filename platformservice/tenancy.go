@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,12 +12,10 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 	"sigs.k8s.io/multicluster-runtime/providers/single"
 
-	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
-	"github.com/openmcp-project/kcp-serviceprovider/workspaces"
 )
 
 // ClusterName is the platform cluster's name in the multicluster manager.
@@ -70,30 +67,10 @@ func (*Tenancy[T]) Target(clusterName string, cl ctrlcluster.Cluster, obj T) eng
 	}
 }
 
-// Admit applies the singleton rule to the whole platform cluster: the oldest object is
-// served, including while it is being deleted, so that its successor installs only
-// after the predecessor's cleanup finished. The ordering is kcp mode's
-// (workspaces.Oldest), so both modes promote the same object.
+// Admit applies the singleton rule (engine.AdmitSingleton) to the whole platform
+// cluster, in the order kcp mode applies it to a workspace.
 func (t *Tenancy[T]) Admit(ctx context.Context, tg engine.Target[T]) error {
-	list := t.opts.NewList()
-	if err := tg.Cluster.GetCache().List(ctx, list); err != nil {
-		return fmt.Errorf("listing %s objects of the platform cluster: %w", t.opts.Kind, err)
-	}
-	var objs []client.Object
-	_ = meta.EachListItem(list, func(o runtime.Object) error {
-		if co, ok := o.(client.Object); ok {
-			objs = append(objs, co)
-		}
-		return nil
-	})
-	active := workspaces.Oldest(objs)
-	if active == nil || active.GetUID() == tg.Object.GetUID() {
-		return nil
-	}
-	return &access.WaitingError{
-		Reason:  v1alpha1.ReasonNotSingleton,
-		Message: fmt.Sprintf("only one %s per platform cluster is served: %s is active; delete it to promote this one", t.opts.Kind, client.ObjectKeyFromObject(active)),
-	}
+	return engine.AdmitSingleton(ctx, engine.Singleton{NewList: t.opts.NewList, Kind: t.opts.Kind, Scope: "platform cluster"}, tg)
 }
 
 // EndUser returns the scoped access to the platform cluster.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -90,45 +89,9 @@ func (*Tenancy[T]) Target(clusterName string, cl ctrlcluster.Cluster, obj T) eng
 	}
 }
 
-// Admit applies the singleton rule: the oldest object of the workspace (by creation
-// time, then namespace/name) is served, including while it is being deleted, so that
-// its successor starts only after its cleanup finished.
+// Admit applies the singleton rule (engine.AdmitSingleton) to the workspace.
 func (t *Tenancy[T]) Admit(ctx context.Context, tg engine.Target[T]) error {
-	list := t.opts.NewList()
-	if err := tg.Cluster.GetCache().List(ctx, list); err != nil {
-		return fmt.Errorf("listing %s objects of the workspace: %w", t.opts.Kind, err)
-	}
-	var objs []client.Object
-	_ = meta.EachListItem(list, func(o runtime.Object) error {
-		if co, ok := o.(client.Object); ok {
-			objs = append(objs, co)
-		}
-		return nil
-	})
-	active := Oldest(objs)
-	if active == nil || active.GetUID() == tg.Object.GetUID() {
-		return nil
-	}
-	return &access.WaitingError{
-		Reason:  v1alpha1.ReasonNotSingleton,
-		Message: fmt.Sprintf("only one %s per workspace is served: %s is active; delete it to promote this one", t.opts.Kind, client.ObjectKeyFromObject(active)),
-	}
-}
-
-// Oldest returns the object the singleton rule serves.
-func Oldest(objs []client.Object) client.Object {
-	if len(objs) == 0 {
-		return nil
-	}
-	sorted := append([]client.Object(nil), objs...)
-	sort.Slice(sorted, func(i, j int) bool {
-		ti, tj := sorted[i].GetCreationTimestamp(), sorted[j].GetCreationTimestamp()
-		if !ti.Equal(&tj) {
-			return ti.Before(&tj)
-		}
-		return client.ObjectKeyFromObject(sorted[i]).String() < client.ObjectKeyFromObject(sorted[j]).String()
-	})
-	return sorted[0]
+	return engine.AdmitSingleton(ctx, engine.Singleton{NewList: t.opts.NewList, Kind: t.opts.Kind, Scope: "workspace"}, tg)
 }
 
 // EndUser mints (or reuses) the tenant's workspace credential and returns a client
