@@ -51,10 +51,11 @@ func (b *Builder[T]) WithProviderConfig(pc provider.ProviderConfig) *Builder[T] 
 	return b
 }
 
-// WorkloadCluster declares whether the provider's workers run on a workload cluster
-// (the workerless pattern, required for kcp) and what they need there.
-func (b *Builder[T]) WorkloadCluster(needed bool, perms workload.Permissions) *Builder[T] {
-	b.workload = needed
+// WorkloadCluster declares that the provider's workers run on a workload cluster (the
+// workerless pattern, required for kcp) and what they need there. A provider that
+// does not call it runs its workers on the end-user cluster.
+func (b *Builder[T]) WorkloadCluster(perms workload.Permissions) *Builder[T] {
+	b.workload = true
 	b.workloadPerms = perms
 	return b
 }
@@ -88,7 +89,7 @@ func (b *Builder[T]) Complete(r provider.Reconciler[T]) (*Runtime[T], error) {
 	if b.kcp != nil && !b.workload {
 		// kcp workspaces have no compute: a provider whose worker runs on the end-user
 		// cluster (the classic pattern) cannot serve them.
-		errs = append(errs, errors.New("kcp mode needs WorkloadCluster(true): workspaces cannot run workers"))
+		errs = append(errs, errors.New("kcp mode needs WorkloadCluster: workspaces cannot run workers"))
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("service provider %q: %w", b.name, errors.Join(errs...))

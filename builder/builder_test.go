@@ -38,7 +38,7 @@ func TestCompleteRefusesKCPWithoutSpecKCP(t *testing.T) {
 	}
 	_, err = builder.ServiceProvider[*widget.Widget]("widgets", s).
 		For(&widget.Widget{}).WithProviderConfig(&plainConfig{}).
-		WorkloadCluster(true, workload.Permissions{}).
+		WorkloadCluster(workload.Permissions{}).
 		KCP(apiexport.FromCRD("widgets", widgetCRD)).
 		Complete(widget.Provider{})
 	if err == nil || !strings.Contains(err.Error(), "cannot carry spec.kcp") {
@@ -47,7 +47,7 @@ func TestCompleteRefusesKCPWithoutSpecKCP(t *testing.T) {
 	// The widget's own ProviderConfig carries it.
 	if _, err := builder.ServiceProvider[*widget.Widget]("widgets", s).
 		For(&widget.Widget{}).WithProviderConfig(&widget.WidgetConfig{}).
-		WorkloadCluster(true, workload.Permissions{}).
+		WorkloadCluster(workload.Permissions{}).
 		KCP(apiexport.FromCRD("widgets", widgetCRD)).
 		Complete(widget.Provider{}); err != nil {
 		t.Fatalf("Complete with spec.kcp: %v", err)

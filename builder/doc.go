@@ -5,7 +5,7 @@
 //	rt, err := builder.ServiceProvider[*v1alpha1.Widget]("widgets", scheme).
 //		For(&v1alpha1.Widget{}).
 //		WithProviderConfig(&v1alpha1.ProviderConfig{}).
-//		WorkloadCluster(true, workload.Permissions{Rules: ...}).
+//		WorkloadCluster(workload.Permissions{Rules: ...}).
 //		Complete(&widgetProvider{})
 //	...
 //	err = rt.Start(ctx, builder.Options{Platform: platformCfg, Onboarding: onboardingCfg})

@@ -27,7 +27,7 @@
 //     cluster-admin to every provider it deploys, and the end-user kubeconfig is handed
 //     to workers and written into Secrets, so passing it on would make every worker an
 //     administrator of the platform.
-//   - Workload access, for providers declaring WorkloadCluster(true), is the platform
+//   - Workload access, for providers declaring WorkloadCluster, is the platform
 //     cluster too, through a second ServiceAccount bound to the declared workload
 //     permissions: the worker lands on the platform cluster, next to what it serves. No
 //     workload cluster is ordered; a platform credential on a shared workload cluster

@@ -73,7 +73,7 @@ func NewRuntime(name string) (*builder.Runtime[*v1alpha1.Echo], error) {
 	return builder.ServiceProvider[*v1alpha1.Echo](name, scheme).
 		For(&v1alpha1.Echo{}).
 		WithProviderConfig(&v1alpha1.ProviderConfig{}).
-		WorkloadCluster(true, WorkloadPermissions()).
+		WorkloadCluster(WorkloadPermissions()).
 		MCPPermissions(MCPPermissions()).
 		KCP(apiexport.FromCRD(ExportName, echoCRD)).
 		Complete(Provider{})

@@ -566,7 +566,7 @@ func kcpRuntime(surface apiexport.Provisionable) (*builder.Runtime[*widget.Widge
 	return builder.ServiceProvider[*widget.Widget](providerName, benchScheme()).
 		For(&widget.Widget{}).
 		WithProviderConfig(&widget.WidgetConfig{}).
-		WorkloadCluster(true, workloadPerms).
+		WorkloadCluster(workloadPerms).
 		MCPPermissions(kcpMCPPerms).
 		KCP(surface).
 		Complete(noop{})

@@ -68,7 +68,7 @@ func runStandard(ctx context.Context, t *tb, which string, n int, opts benchOpti
 		rt, err := builder.ServiceProvider[*widget.Widget](providerName, benchScheme()).
 			For(&widget.Widget{}).
 			WithProviderConfig(&widget.WidgetConfig{}).
-			WorkloadCluster(true, workloadPerms).
+			WorkloadCluster(workloadPerms).
 			MCPPermissions(stdMCPPerms).
 			Complete(noop{})
 		if err != nil {

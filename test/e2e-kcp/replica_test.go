@@ -88,7 +88,7 @@ func runReplica() error {
 	rt, err := builder.ServiceProvider[*widget.Widget](spName, scheme).
 		For(&widget.Widget{}).
 		WithProviderConfig(&widget.WidgetConfig{}).
-		WorkloadCluster(true, spWorkloadPermissions).
+		WorkloadCluster(spWorkloadPermissions).
 		MCPPermissions(spMCPPermissions).
 		KCP(apiexport.FromCRD(spName, widgetCRD)).
 		Complete(widget.Provider{})

@@ -144,7 +144,7 @@ func startKCPEnv(ctx context.Context, t *testing.T, opts builder.Options) *kcpEn
 	e.rt, err = builder.ServiceProvider[*widget.Widget](spName, scheme).
 		For(&widget.Widget{}).
 		WithProviderConfig(&widget.WidgetConfig{}).
-		WorkloadCluster(true, spWorkloadPermissions).
+		WorkloadCluster(spWorkloadPermissions).
 		MCPPermissions(spMCPPermissions).
 		KCP(apiexport.FromCRD(spName, widgetCRD)).
 		Complete(widget.Provider{})

@@ -107,7 +107,7 @@ func startEnv(ctx context.Context, t *testing.T, controlPlanes []string, deny ma
 	rt, err := builder.ServiceProvider[*widget.Widget](providerName, scheme(t)).
 		For(&widget.Widget{}).
 		WithProviderConfig(&widget.WidgetConfig{}).
-		WorkloadCluster(true, WorkloadPermissions).
+		WorkloadCluster(WorkloadPermissions).
 		MCPPermissions(MCPPermissions).
 		Complete(widget.Provider{})
 	if err != nil {

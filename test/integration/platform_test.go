@@ -57,7 +57,7 @@ func TestPlatformServiceMode(t *testing.T) {
 	rt, err := builder.ServiceProvider[*widget.Widget](providerName, scheme(t)).
 		For(&widget.Widget{}).
 		WithProviderConfig(&widget.WidgetConfig{}).
-		WorkloadCluster(true, WorkloadPermissions).
+		WorkloadCluster(WorkloadPermissions).
 		MCPPermissions(MCPPermissions).
 		Complete(widget.Provider{})
 	if err != nil {

@@ -154,7 +154,7 @@ func newRuntime(t testing.TB) *builder.Runtime[*widget.Widget] {
 	rt, err := builder.ServiceProvider[*widget.Widget](providerName, scheme(t)).
 		For(&widget.Widget{}).
 		WithProviderConfig(&widget.WidgetConfig{}).
-		WorkloadCluster(true, workloadPermissions).
+		WorkloadCluster(workloadPermissions).
 		MCPPermissions(mcpPermissions).
 		Complete(widget.Provider{})
 	if err != nil {
