@@ -14,6 +14,7 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/ops"
 	"github.com/openmcp-project/kcp-serviceprovider/platformservice"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
@@ -79,9 +80,9 @@ func (r *Runtime[T]) platformServiceManager(opts Options) (mcmanager.Manager, er
 	if err := mgr.GetLocalManager().Add(serviceCluster); err != nil {
 		return nil, err
 	}
-	if opts.HealthProbeBindAddress != "" && opts.HealthProbeBindAddress != "0" {
+	if ops.Enabled(opts.HealthProbeBindAddress) {
 		_ = mgr.AddHealthzCheck("ping", healthz.Ping)
-		_ = mgr.AddReadyzCheck("platform-cache", cacheSynced("platform", serviceCluster.GetCache()))
+		_ = mgr.AddReadyzCheck("platform-cache", ops.CacheSynced("platform", serviceCluster.GetCache()))
 	}
 
 	// The grants read and write ServiceAccounts and RBAC directly: a cache would watch

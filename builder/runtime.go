@@ -24,8 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kcpmode"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/ops"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/providerconfig"
 	"github.com/openmcp-project/kcp-serviceprovider/onboarding"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
@@ -56,7 +59,7 @@ type Options struct {
 	// HealthProbeBindAddress serves /healthz and /readyz; "" or "0" turns it off.
 	// Readiness covers every mode of the process: the onboarding cache in standard
 	// mode, and in kcp mode a running kcp manager that, if it leads, reaches the
-	// virtual workspace (see builder/ops.go).
+	// virtual workspace (see internal/ops and internal/kcpmode).
 	HealthProbeBindAddress string
 
 	// RetryInterval is how soon a pending access request is looked at again the first
@@ -71,7 +74,7 @@ type Options struct {
 	ClientBurst int
 	// PlatformService runs the provider as a platform service instead of the other
 	// modes: Service objects on the platform cluster, which is also the end-user and
-	// workload cluster (see builder/platform.go and package platformservice). Set it
+	// workload cluster (see package platformservice). Set it
 	// from the deployment (ParseDeploymentMode), never from provider code.
 	PlatformService bool
 	// WrapTransport, when set, wraps the transport of every client the runtime
@@ -119,8 +122,8 @@ type Runtime[T provider.Object] struct {
 	decl declarations[T]
 
 	mu  sync.Mutex
-	sup *kcpSupervisor[T]
-	std mcmanager.Manager // standard mode's manager, for the leader gauge
+	sup *kcpmode.Supervisor // kcp mode's, when the provider wired its kcp surface
+	std mcmanager.Manager   // standard mode's manager, for the leader gauge
 }
 
 // KCPActive says whether kcp mode is running: spec.kcp is set, the APIExport is
@@ -129,12 +132,7 @@ func (r *Runtime[T]) KCPActive() bool {
 	r.mu.Lock()
 	sup := r.sup
 	r.mu.Unlock()
-	if sup == nil {
-		return false
-	}
-	sup.mu.Lock()
-	defer sup.mu.Unlock()
-	return sup.current != nil
+	return sup != nil && sup.Active()
 }
 
 // Name is the provider's name.
@@ -169,8 +167,18 @@ func (r *Runtime[T]) Start(ctx context.Context, opts Options) error {
 	defer metrics.AddProcess(r.processSource())()
 	errc := make(chan error, 3)
 	running := 0
+	var sup *kcpmode.Supervisor
+	if r.decl.kcp != nil {
+		var err error
+		if sup, err = r.kcpSupervisor(opts); err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.sup = sup
+		r.mu.Unlock()
+	}
 	if opts.Onboarding != nil {
-		mgr, err := r.standardManager(opts)
+		mgr, err := r.standardManager(opts, sup)
 		if err != nil {
 			return err
 		}
@@ -181,24 +189,20 @@ func (r *Runtime[T]) Start(ctx context.Context, opts Options) error {
 		go func() { errc <- mgr.Start(ctx) }()
 		log.FromContext(ctx).Info("standard mode started", "provider", r.decl.name)
 	}
-	if r.decl.kcp != nil {
-		platformCfg := rest.CopyConfig(opts.Platform)
-		opts.tune(platformCfg)
-		platform, err := client.New(platformCfg, client.Options{Scheme: r.decl.scheme})
-		if err != nil {
-			return fmt.Errorf("platform client: %w", err)
-		}
-		sup := &kcpSupervisor[T]{r: r, opts: opts, platform: platform, platformCfg: platformCfg}
-		r.mu.Lock()
-		r.sup = sup
-		r.mu.Unlock()
+	if sup != nil {
 		running++
-		go func() { errc <- sup.run(ctx) }()
+		go func() { errc <- sup.Run(ctx) }()
 		if opts.Onboarding == nil {
 			// No manager lives as long as the process (kcp mode's restarts with
 			// spec.kcp): the Runtime serves metrics and probes itself.
+			live, ready := kcpChecks(sup)
 			running++
-			go func() { errc <- r.serveOps(ctx, opts) }()
+			go func() {
+				errc <- ops.Serve(ctx, ops.Options{
+					MetricsBindAddress: opts.MetricsBindAddress, HealthProbeBindAddress: opts.HealthProbeBindAddress,
+					Config: opts.Platform, Healthz: live, Readyz: ready,
+				})
+			}()
 		}
 	}
 	// The first mode to fail stops the process: a half-running provider is harder to
@@ -240,7 +244,9 @@ func (r *Runtime[T]) platformManagerOptions(opts Options, mode string) manager.O
 	}
 }
 
-func (r *Runtime[T]) standardManager(opts Options) (mcmanager.Manager, error) {
+// standardManager builds standard mode's manager; sup is kcp mode's supervisor, if
+// any, whose checks this manager serves too.
+func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcmanager.Manager, error) {
 	onboardingCfg := rest.CopyConfig(opts.Onboarding)
 	opts.tune(onboardingCfg)
 	prov, onboardingCluster, err := onboarding.Provider(onboardingCfg, r.decl.scheme)
@@ -256,11 +262,17 @@ func (r *Runtime[T]) standardManager(opts Options) (mcmanager.Manager, error) {
 	if err := mgr.GetLocalManager().Add(onboardingCluster); err != nil {
 		return nil, err
 	}
-	if opts.HealthProbeBindAddress != "" && opts.HealthProbeBindAddress != "0" {
+	if ops.Enabled(opts.HealthProbeBindAddress) {
 		_ = mgr.AddHealthzCheck("ping", healthz.Ping)
-		_ = mgr.AddReadyzCheck("onboarding-cache", cacheSynced("onboarding", onboardingCluster.GetCache()))
+		_ = mgr.AddReadyzCheck("onboarding-cache", ops.CacheSynced("onboarding", onboardingCluster.GetCache()))
 		// The standard manager serves the probes of the whole process, kcp mode's too.
-		r.addKCPChecks(mgr.AddHealthzCheck, mgr.AddReadyzCheck)
+		live, ready := kcpChecks(sup)
+		for name, c := range live {
+			_ = mgr.AddHealthzCheck(name, c)
+		}
+		for name, c := range ready {
+			_ = mgr.AddReadyzCheck(name, c)
+		}
 	}
 	platform := mgr.GetLocalManager().GetClient()
 	tenancy := onboarding.NewTenancy[T](platform, onboarding.Options{
@@ -307,4 +319,41 @@ func (r *Runtime[T]) engineOptions(platform client.Client, tenancy engine.Tenanc
 		})
 	}
 	return eopts
+}
+
+// processSource reports the process's leadership and kcp state at every scrape.
+func (r *Runtime[T]) processSource() metrics.ProcessSource {
+	src := metrics.ProcessSource{Provider: r.decl.name, Leaders: r.leaders}
+	if r.decl.kcp != nil {
+		src.KCPActive = r.KCPActive
+	}
+	return src
+}
+
+// leaders says, for each mode whose manager runs here, whether it leads.
+func (r *Runtime[T]) leaders() map[string]bool {
+	out := map[string]bool{}
+	r.mu.Lock()
+	std, sup := r.std, r.sup
+	r.mu.Unlock()
+	if std != nil {
+		out[string(cluster.ModeStandard)] = ops.Elected(std.Elected())
+	}
+	if sup != nil {
+		if elected, running := sup.Elected(); running {
+			out[string(cluster.ModeKCP)] = ops.Elected(elected)
+		}
+	}
+	return out
+}
+
+// eventSource is the reporting controller of the runtime's events: a qualified name
+// naming the provider, so tenants see whose runtime speaks.
+func eventSource(provider string) string { return "services.open-control-plane.io/" + provider }
+
+func durationOrNil(d time.Duration) *time.Duration {
+	if d <= 0 {
+		return nil
+	}
+	return &d
 }

@@ -1,4 +1,4 @@
-package builder
+package kcpmode
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 )
 
-// This file holds how the kcp supervisor tells the platform team what became of
+// This file holds how the Supervisor tells the platform team what became of
 // spec.kcp: why a configuration fails (kcpError, classify), and the ProviderConfig's
 // KCPMode condition and events (report).
 
@@ -100,8 +100,8 @@ func classify(err error, want kcpSettings) error {
 // startEvents starts the recorder of the supervisor's events on the ProviderConfig
 // (events.k8s.io, like the engine's on Service objects; a cluster-scoped object's
 // events land in namespace default) and returns its stop.
-func (s *kcpSupervisor[T]) startEvents(ctx context.Context) func() {
-	c, err := eventsv1client.NewForConfig(s.platformCfg)
+func (s *Supervisor) startEvents(ctx context.Context) func() {
+	c, err := eventsv1client.NewForConfig(s.opts.PlatformConfig)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "kcp supervisor: no events on the ProviderConfig")
 		return func() {}
@@ -111,7 +111,7 @@ func (s *kcpSupervisor[T]) startEvents(ctx context.Context) func() {
 		log.FromContext(ctx).Error(err, "kcp supervisor: no events on the ProviderConfig")
 		return func() {}
 	}
-	s.events = b.NewRecorder(s.r.decl.scheme, eventSource(s.r.decl.name))
+	s.events = b.NewRecorder(s.opts.Scheme, s.opts.EventSource)
 	return b.Shutdown
 }
 
@@ -120,7 +120,7 @@ func (s *kcpSupervisor[T]) startEvents(ctx context.Context) func() {
 // or reason changes: Warning for a failure, Normal otherwise. The condition on the
 // object is the memory, so a restarted process or a second replica does not repeat an
 // event for a state the ProviderConfig already shows.
-func (s *kcpSupervisor[T]) report(ctx context.Context, pc provider.ProviderConfig, status metav1.ConditionStatus, reason, message string) {
+func (s *Supervisor) report(ctx context.Context, pc provider.ProviderConfig, status metav1.ConditionStatus, reason, message string) {
 	if len(message) > maxConditionMessage {
 		message = message[:maxConditionMessage-3] + "..."
 	}
@@ -150,7 +150,7 @@ func (s *kcpSupervisor[T]) report(ctx context.Context, pc provider.ProviderConfi
 		ps.ObservedGeneration = pc.GetGeneration()
 		meta.SetStatusCondition(&ps.Conditions, want)
 		if !equality.Semantic.DeepEqual(orig, pc) {
-			if err := s.platform.Status().Patch(ctx, pc, client.MergeFrom(orig)); err != nil {
+			if err := s.opts.Platform.Status().Patch(ctx, pc, client.MergeFrom(orig)); err != nil {
 				log.FromContext(ctx).Error(err, "writing the ProviderConfig's KCPMode condition", "reason", reason)
 			}
 		}

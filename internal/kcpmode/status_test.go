@@ -1,4 +1,4 @@
-package builder
+package kcpmode
 
 import (
 	"errors"
@@ -32,9 +32,9 @@ func TestKCPModeReport(t *testing.T) {
 	}
 	pf := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&widget.WidgetConfig{}).
 		WithObjects(&widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: "widgets", Generation: 3}}).Build()
-	newSup := func() (*kcpSupervisor[*widget.Widget], *events.FakeRecorder) {
+	newSup := func() (*Supervisor, *events.FakeRecorder) {
 		rec := events.NewFakeRecorder(10)
-		return &kcpSupervisor[*widget.Widget]{platform: pf, events: rec}, rec
+		return &Supervisor{opts: Options{Platform: pf}, events: rec}, rec
 	}
 	read := func() provider.ProviderConfig {
 		pc := &widget.WidgetConfig{}

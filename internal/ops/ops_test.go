@@ -1,4 +1,4 @@
-package builder
+package ops
 
 import (
 	"context"
@@ -7,33 +7,36 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
-	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
-	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
 
-// TestServeOps runs the endpoints a kcp-only process serves itself and walks kcp
-// mode's readiness through its states (the states with a running kcp manager are
-// covered by test/e2e-kcp's TestOperations).
-func TestServeOps(t *testing.T) {
-	r := &Runtime[*widget.Widget]{decl: declarations[*widget.Widget]{name: "ops-test",
-		kcp: apiexport.SurfaceFunc(func() (apiexport.Surface, error) { return apiexport.Surface{}, nil })}}
+// TestServe runs the endpoints a process without a long-lived manager serves itself,
+// and checks that the probes answer with the checks they were given, as they change.
+func TestServe(t *testing.T) {
+	var ready, live checkResult
+	ready.set(errors.New("kcp mode starting"))
 	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- r.serveOps(ctx, Options{Platform: &rest.Config{Host: "https://127.0.0.1:1"}, MetricsBindAddress: metricsAddr, HealthProbeBindAddress: probeAddr})
+		done <- Serve(ctx, Options{
+			Config: &rest.Config{Host: "https://127.0.0.1:1"}, MetricsBindAddress: metricsAddr, HealthProbeBindAddress: probeAddr,
+			Healthz: map[string]healthz.Checker{"kcp-supervisor": live.check},
+			Readyz:  map[string]healthz.Checker{"kcp": ready.check},
+		})
 	}()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("serveOps: %v", err)
+			t.Errorf("Serve: %v", err)
 		}
 	}()
 
@@ -43,41 +46,36 @@ func TestServeOps(t *testing.T) {
 		t.Errorf("metrics lack %s", want)
 	}
 	get(t, "http://"+probeAddr+"/healthz", http.StatusOK)
+	get(t, "http://"+probeAddr+"/healthz/ping", http.StatusOK)
 
-	// Before the supervisor runs, then with spec.kcp unset, set but starting, failed.
 	get(t, "http://"+probeAddr+"/readyz", http.StatusInternalServerError)
-	sup := &kcpSupervisor[*widget.Widget]{r: r}
-	r.mu.Lock()
-	r.sup = sup
-	r.mu.Unlock()
-	get(t, "http://"+probeAddr+"/readyz", http.StatusOK)
-	sup.mu.Lock()
-	sup.wanted = true
-	sup.mu.Unlock()
-	if err := r.kcpReadyz(httpRequest(t)); err == nil || !strings.Contains(err.Error(), "starting") {
-		t.Errorf("spec.kcp set, not running: %v", err)
-	}
-	sup.setErr(errors.New(`kcp kubeconfig Secret default/kcp: secrets "kcp" not found`))
-	if err := r.kcpReadyz(httpRequest(t)); err == nil || !strings.Contains(err.Error(), "not found") {
-		t.Errorf("start failed: %v", err)
-	}
 	get(t, "http://"+probeAddr+"/readyz/kcp", http.StatusInternalServerError)
-	get(t, "http://"+probeAddr+"/readyz?verbose", http.StatusInternalServerError)
+	if body := get(t, "http://"+probeAddr+"/readyz?verbose", http.StatusInternalServerError); !strings.Contains(body, "kcp failed") {
+		t.Errorf("verbose readiness does not name the failing check:\n%s", body)
+	}
+	ready.set(nil)
+	get(t, "http://"+probeAddr+"/readyz", http.StatusOK)
 
-	// Liveness fails only for a wedged supervisor pass.
-	sup.setPass(time.Now().Add(-time.Minute))
-	get(t, "http://"+probeAddr+"/healthz", http.StatusOK)
-	sup.setPass(time.Now().Add(-2 * wedgedPass))
+	live.set(errors.New("wedged"))
 	get(t, "http://"+probeAddr+"/healthz", http.StatusInternalServerError)
 }
 
-func httpRequest(t *testing.T) *http.Request {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "/readyz", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return req
+// checkResult is a check whose result the test sets.
+type checkResult struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (c *checkResult) set(err error) {
+	c.mu.Lock()
+	c.err = err
+	c.mu.Unlock()
+}
+
+func (c *checkResult) check(*http.Request) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
 }
 
 // get polls url until it answers code (the servers start asynchronously) and returns

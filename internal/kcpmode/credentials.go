@@ -1,4 +1,4 @@
-package builder
+package kcpmode
 
 import (
 	"context"
