@@ -7,16 +7,13 @@ import (
 	"strings"
 
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
-	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/ops"
 	"github.com/openmcp-project/kcp-serviceprovider/platformservice"
-	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
 // Deployment modes, as a provider binary accepts them in a --mode flag or in the
@@ -69,50 +66,31 @@ func (r *Runtime[T]) startPlatformService(ctx context.Context, opts Options) err
 func (r *Runtime[T]) platformServiceManager(opts Options) (mcmanager.Manager, error) {
 	platformCfg := rest.CopyConfig(opts.Platform)
 	opts.tune(platformCfg)
-	prov, serviceCluster, err := platformservice.Provider(platformCfg, r.decl.scheme)
+	mopts := platformservice.ModeOptions{
+		ProviderName: r.decl.name, Kind: r.decl.gvk.Kind, NewList: r.decl.newList,
+		Scheme: r.decl.scheme, EndUser: r.decl.mcpPerms, Tune: opts.tune,
+	}
+	if r.decl.workload {
+		mopts.Workload = &r.decl.workloadPerms
+	}
+	mode, err := platformservice.NewMode[T](platformCfg, mopts)
 	if err != nil {
 		return nil, err
 	}
-	mgr, err := mcmanager.New(platformCfg, prov, r.platformManagerOptions(opts, "platform"))
+	mgr, err := mcmanager.New(platformCfg, mode.Provider, r.platformManagerOptions(opts, "platform"))
 	if err != nil {
 		return nil, fmt.Errorf("platform-service mode manager: %w", err)
 	}
-	if err := mgr.GetLocalManager().Add(serviceCluster); err != nil {
+	if err := mgr.GetLocalManager().Add(mode.Cluster); err != nil {
 		return nil, err
 	}
 	if ops.Enabled(opts.HealthProbeBindAddress) {
 		_ = mgr.AddHealthzCheck("ping", healthz.Ping)
-		_ = mgr.AddReadyzCheck("platform-cache", ops.CacheSynced("platform", serviceCluster.GetCache()))
+		_ = mgr.AddReadyzCheck("platform-cache", ops.CacheSynced("platform", mode.Cluster.GetCache()))
 	}
-
-	// The grants read and write ServiceAccounts and RBAC directly: a cache would watch
-	// every ServiceAccount and role of the platform cluster.
-	direct, err := client.New(platformCfg, client.Options{Scheme: r.decl.scheme})
-	if err != nil {
-		return nil, fmt.Errorf("platform client: %w", err)
-	}
-	grant := func(purpose, waiting string, perms workload.Permissions) (*platformservice.Grant, error) {
-		return platformservice.NewGrant(direct, platformCfg, platformservice.GrantOptions{
-			ProviderName: r.decl.name, Purpose: purpose, Permissions: perms,
-			WaitingReason: waiting, Scheme: r.decl.scheme, Tune: opts.tune,
-		})
-	}
-	endUser, err := grant(platformservice.PurposeEndUser, v1alpha1.ReasonWaitingForAccess, r.decl.mcpPerms)
-	if err != nil {
-		return nil, err
-	}
-	platform := mgr.GetLocalManager().GetClient()
-	tenancy := platformservice.NewTenancy[T](platformservice.Options{
-		Kind: r.decl.gvk.Kind, NewList: r.decl.newList, EndUser: endUser,
-	})
-	eopts := r.engineOptions(platform, tenancy, nil, opts)
-	if r.decl.workload {
-		// The worker lands on the platform cluster: no workload cluster is ordered.
-		wl, err := grant(platformservice.PurposeWorkload, v1alpha1.ReasonWaitingForWorkload, r.decl.workloadPerms)
-		if err != nil {
-			return nil, err
-		}
-		eopts.Workload = wl
+	eopts := r.engineOptions(mgr.GetLocalManager().GetClient(), mode.Tenancy, nil, opts)
+	if mode.Workload != nil {
+		eopts.Workload = mode.Workload
 	}
 	if _, err := engine.Register(mgr, eopts, engine.Setup{
 		Name:                    r.decl.name + "-platform",

@@ -37,5 +37,7 @@
 //     exactly as in the other modes. Deletion removes both ServiceAccounts and their
 //     RBAC, which revokes every token handed out.
 //
+// NewMode assembles these pieces for the manager the builder runs in this mode.
+//
 // The design note is docs/design/platform-service-mode.md.
 package platformservice

@@ -7,7 +7,8 @@
 // new mode is a new Tenancy and a new multicluster provider, not a second engine.
 //
 // For one Service object the engine, in order: honours the operation annotation, loads
-// the ProviderConfig, admits the object (singleton rule), adds the finalizer, resolves
+// the ProviderConfig, admits the object (the Tenancy decides; kcp and platform-service
+// mode apply the singleton rule of singleton.go), adds the finalizer, resolves
 // end-user and workload access, records the object on the tenant's request for the
 // orphan sweep (orphan.go), calls the provider, and writes the status when it changed. Deletion runs the same resolution, calls Delete, releases workload access,
 // then end-user access, then removes the finalizer.
