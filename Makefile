@@ -1,10 +1,18 @@
 # kcp-serviceprovider: the commands the README names.
 
-.PHONY: test run generate binaries bench
+.PHONY: test lint verify run generate binaries bench
 
-## test: build (or reuse) the real test servers, gofmt, go vet, and every test.
+## test: build (or reuse) the real test servers, gofmt, go vet, lint, verify, and every test.
 test:
 	hack/test.sh
+
+## lint: golangci-lint (pinned in hack/tools/lint) with the linters .golangci.yml selects.
+lint:
+	hack/lint.sh
+
+## verify: fail when `make generate` would change a generated file.
+verify:
+	hack/verify.sh
 
 ## run: start a local platform and the reference provider in both modes.
 run:

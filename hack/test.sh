@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (`make test`): builds or finds the real servers, checks
-# formatting and vet, then runs every test. Extra arguments go to `go test`.
+# formatting, vet, lint (hack/lint.sh) and generated files (hack/verify.sh), then runs
+# every test. Extra arguments go to `go test`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -18,6 +19,8 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 go vet ./...
+hack/lint.sh
+hack/verify.sh
 
 # A brief fuzz of name derivation and spec.kcp validation (about 20 s in all; their seed
 # corpora also run in the go test below). A failure leaves its input in testdata/fuzz.

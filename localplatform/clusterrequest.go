@@ -164,6 +164,7 @@ func (p *Platform) ensureCluster(ctx context.Context, cr *clustersv1alpha1.Clust
 	before := c.DeepCopy()
 	c.Status.Phase = clustersv1alpha1.CLUSTER_PHASE_READY
 	c.Status.ObservedGeneration = c.Generation
+	//nolint:staticcheck // still read by clients of older operator versions; Endpoints is set too
 	c.Status.APIServer = t.host
 	c.Status.Endpoints.Set(clustersv1alpha1.APISERVER_ENDPOINT_EXTERNAL, t.host)
 	if !equality.Semantic.DeepEqual(before.Status, c.Status) {

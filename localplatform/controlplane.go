@@ -75,7 +75,7 @@ func (p *Platform) RegisterControlPlane(ctx context.Context, name, namespace, ta
 		return cr.Status.IsGranted(), nil
 	})
 	if err != nil {
-		return fmt.Errorf("localplatform: ClusterRequest %s/%s is %s, not granted: %w (last: %v)", ns, name, cr.Status.Phase, err, last)
+		return fmt.Errorf("localplatform: ClusterRequest %s/%s is %s, not granted: %w (last: %w)", ns, name, cr.Status.Phase, err, last)
 	}
 	return nil
 }

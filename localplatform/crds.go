@@ -3,7 +3,7 @@ package localplatform
 import (
 	"fmt"
 
-	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -29,12 +29,12 @@ func NewScheme() *runtime.Scheme {
 
 // CRDs returns the openMCP CRDs that belong on a platform cluster (those labelled
 // openmcp.cloud/cluster=platform in openmcp-operator's api module).
-func CRDs() ([]*apiextv1.CustomResourceDefinition, error) {
+func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	all, err := crds.CRDs()
 	if err != nil {
 		return nil, fmt.Errorf("localplatform: reading openMCP CRDs: %w", err)
 	}
-	var platform []*apiextv1.CustomResourceDefinition
+	var platform []*apiextensionsv1.CustomResourceDefinition
 	for _, crd := range all {
 		if crd.Labels["openmcp.cloud/cluster"] == "platform" {
 			platform = append(platform, crd)

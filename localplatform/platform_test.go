@@ -802,7 +802,7 @@ func expectForbidden(t *testing.T, what string, call func(context.Context) error
 		if apierrors.IsForbidden(err) {
 			return true, nil
 		}
-		return false, fmt.Errorf("got %v", err)
+		return false, fmt.Errorf("got %w", err)
 	})
 }
 
@@ -814,7 +814,7 @@ func expectUnauthorized(t *testing.T, what string, call func(context.Context) er
 		if apierrors.IsUnauthorized(err) {
 			return true, nil
 		}
-		return false, fmt.Errorf("got %v", err)
+		return false, fmt.Errorf("got %w", err)
 	})
 }
 

@@ -26,7 +26,7 @@ func TestCredentialRedactsSecrets(t *testing.T) {
 	log.Info("minted", "credential", cred, "value", *cred)
 
 	for _, out := range []string{
-		fmt.Sprintf("%v", cred), fmt.Sprintf("%+v", cred), fmt.Sprintf("%#v", cred), fmt.Sprintf("%s", cred),
+		fmt.Sprintf("%v", cred), fmt.Sprintf("%+v", cred), fmt.Sprintf("%#v", cred), cred.String(),
 		fmt.Sprintf("%v", *cred), fmt.Sprintf("%+v", *cred), fmt.Sprintf("%#v", *cred),
 		fmt.Sprint([]*tokens.Credential{cred}), logged.String(),
 	} {

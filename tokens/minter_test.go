@@ -347,7 +347,7 @@ func TestMinterGlobalServiceAccounts(t *testing.T) {
 		// (docs/design/test-kcp-patch.md), as kcp v0.31.0 does. Direct stays another
 		// credential for deployments on unpatched kcp.
 		sa := m.ServiceAccount()
-		if err := wsB.Get(ctx, client.ObjectKey{Namespace: sa.Namespace, Name: sa.Name}, &corev1.ServiceAccount{}); err != nil {
+		if err := wsB.Get(ctx, sa, &corev1.ServiceAccount{}); err != nil {
 			t.Fatalf("reading the workload ServiceAccount through the virtual workspace: %v", err)
 		}
 		cs := clientset(t, e.directTo(b.lc, vwToken))

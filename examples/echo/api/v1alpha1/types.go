@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 
 	rtv1alpha1 "github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 )
@@ -16,14 +15,16 @@ import (
 // GroupVersion of the echo service API.
 var GroupVersion = schema.GroupVersion{Group: "echo.services.open-control-plane.io", Version: "v1alpha1"}
 
-var schemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+// schemeBuilder registers the types with apimachinery alone, so the API package stays
+// cheap to import (no controller-runtime).
+var schemeBuilder = runtime.NewSchemeBuilder(func(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &Echo{}, &EchoList{}, &ProviderConfig{}, &ProviderConfigList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+})
 
 // AddToScheme adds Echo and ProviderConfig to a scheme.
 func AddToScheme(s *runtime.Scheme) error { return schemeBuilder.AddToScheme(s) }
-
-func init() {
-	schemeBuilder.Register(&Echo{}, &EchoList{}, &ProviderConfig{}, &ProviderConfigList{})
-}
 
 // EchoSpec is what a tenant asks for.
 type EchoSpec struct {

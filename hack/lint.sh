@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The project's lint (`make lint`): golangci-lint, built at the version hack/tools/lint
+# pins, with the linters .golangci.yml selects, over every Go module of the repository.
+# Extra arguments go to golangci-lint run (for example --fix).
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+lint=$("$repo/hack/tools.sh" golangci-lint)
+status=0
+# The root module, then each nested module that holds code (the benchmark's own module).
+for mod in . test/bench; do
+  echo "lint: $mod" >&2
+  (cd "$repo/$mod" && "$lint" run --config "$repo/.golangci.yml" "$@" ./...) || status=1
+done
+exit $status
