@@ -5,7 +5,7 @@
 // TestBinary is the acceptance test of the reference provider: init and run against a
 // real kcp and real kube-apiservers (started by test/harness), with the least platform
 // RBAC of config/rbac, onboarding access requested from the local platform, and
-// tenants applying the sample manifests of config/. It checks what a tenant, a platform
+// tenants applying the samples of examples/echo/config. It checks what a tenant, a platform
 // operator and a security reviewer would: the Echo becomes Ready, the worker's
 // kubeconfig reaches the tenant's workspace and reads its Echo and nothing else, and
 // deleting the Echo removes the worker and revokes every credential the runtime created.

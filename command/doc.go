@@ -8,4 +8,4 @@
 // and CRDs); a provider author copying the binary changes provider.go in this package
 // and nothing else. The flags use the standard library: the binary has no other
 // command-line dependency.
-package app
+package command
