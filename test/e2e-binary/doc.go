@@ -10,6 +10,10 @@
 // kubeconfig reaches the tenant's workspace and reads its Echo and nothing else, and
 // deleting the Echo removes the worker and revokes every credential the runtime created.
 //
+// TestScratchProvider builds test/e2e-binary/scratch, a provider written from scratch on
+// the command package (its types, provider.go and a main.go of at most 30 lines), and
+// serves a kcp tenant with its init and run.
+//
 // TestLocal runs `kcp-serviceprovider local` and follows the README's quickstart word
 // by word, then interrupts it and checks that no process and no file outside its state
 // folder is left.
