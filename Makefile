@@ -18,13 +18,16 @@ verify:
 run:
 	go run ./cmd/kcp-serviceprovider local
 
-## generate: DeepCopy methods and CRDs from the Go API types.
+## generate: DeepCopy methods and CRDs from the Go API types, and the reference
+## provider's kcp schema for review.
 generate:
 	$$(hack/tools.sh controller-gen) object paths=./api/... paths=./test/widget/...
 	$$(hack/tools.sh controller-gen) crd paths=./test/widget/... output:crd:dir=./test/widget/crd
 	$$(hack/tools.sh controller-gen) object paths=./examples/echo/api/...
-	$$(hack/tools.sh controller-gen) crd paths=./examples/echo/api/... output:crd:dir=./config/crd
-	go run ./cmd/kcp-serviceprovider kcp-manifests > config/kcp/echo-apiexport.yaml.tmp && mv config/kcp/echo-apiexport.yaml.tmp config/kcp/echo-apiexport.yaml
+	$$(hack/tools.sh controller-gen) crd paths=./examples/echo/api/... output:crd:dir=./examples/echo/config/crd
+	go run ./cmd/kcp-serviceprovider kcp-manifests > examples/echo/config/kcp/apiexport.yaml.tmp && mv examples/echo/config/kcp/apiexport.yaml.tmp examples/echo/config/kcp/apiexport.yaml
+	$$(hack/tools.sh controller-gen) object paths=./test/e2e-binary/scratch/api/...
+	$$(hack/tools.sh controller-gen) crd paths=./test/e2e-binary/scratch/api/... output:crd:dir=./test/e2e-binary/scratch/crd
 
 ## binaries: build the test servers into the cache and print where they are.
 binaries:

@@ -4,16 +4,8 @@
 package main
 
 import (
-	"os"
-
-	"github.com/openmcp-project/kcp-serviceprovider/cmd/kcp-serviceprovider/app"
+	"github.com/openmcp-project/kcp-serviceprovider/command"
+	"github.com/openmcp-project/kcp-serviceprovider/examples/echo"
 )
 
-func main() {
-	os.Exit(app.Main(os.Args[0], os.Args[1:], os.Stdout, os.Stderr,
-		app.InitCommand(),
-		app.RunCommand(),
-		app.LocalCommand(),
-		app.KCPManifestsCommand(),
-	))
-}
+func main() { command.Main(echo.Description()) }

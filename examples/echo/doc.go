@@ -15,9 +15,12 @@
 //     mode code (provider_source_test.go keeps it so): the runtime resolves the tenant's
 //     clusters and config and hands them over on the context.
 //   - runtime.go declares what the runtime needs to know: the types, the permissions on
-//     the workload and end-user clusters, and the kcp surface (derived from the same CRD
-//     as the onboarding cluster's).
+//     the workload and end-user clusters, and, in Description, what the shared commands
+//     need (the name, the embedded CRDs, the runtime, what local applies).
 //   - api/v1alpha1 holds the Go types; their CRDs are generated into config/crd.
+//   - config/ holds the provider's manifests: CRDs, the kcp identity's RBAC, the sample
+//     APIBinding, the kcp schema for review, and samples.
 //
-// The binary cmd/kcp-serviceprovider runs this provider (init, run, local).
+// The binary cmd/kcp-serviceprovider runs this provider (init, run, local): its main
+// function hands Description to command.Main.
 package echo

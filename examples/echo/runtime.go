@@ -1,6 +1,7 @@
 package echo
 
 import (
+	"embed"
 	"fmt"
 
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
@@ -10,7 +11,7 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
-	"github.com/openmcp-project/kcp-serviceprovider/config/crd"
+	"github.com/openmcp-project/kcp-serviceprovider/command"
 	"github.com/openmcp-project/kcp-serviceprovider/examples/echo/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
@@ -57,16 +58,36 @@ func NewScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
+// crds are the CRDs `make generate` writes from api/v1alpha1: Echo (onboarding
+// cluster, and the source of the kcp schema) and ProviderConfig (platform cluster).
+//
+//go:embed config/crd/*.yaml
+var crds embed.FS
+
+// Description is the echo provider as the shared commands (init, run, local,
+// kcp-manifests) know it; cmd/kcp-serviceprovider hands it to command.Main.
+func Description() command.Provider {
+	return command.Provider{
+		Name:       DefaultName,
+		CRDs:       crds,
+		ExportName: ExportName,
+		NewRuntime: func(name string, kcp apiexport.Provisionable) (command.Runner, error) {
+			return NewRuntime(name, kcp)
+		},
+		Local: &command.Local{
+			RuntimeRBAC:    "examples/echo/config/kcp/runtime-rbac.yaml",
+			ProviderConfig: "examples/echo/config/samples/echo_v1alpha1_providerconfig_kcp.yaml",
+			Quickstart:     Quickstart,
+		},
+	}
+}
+
 // NewRuntime declares the echo provider to the runtime under the given name. It serves
 // standard mode whenever the runtime gets an onboarding cluster, and kcp mode whenever
-// the ProviderConfig has spec.kcp; the kcp schema is converted from the same generated
-// CRD init installs on the onboarding cluster.
-func NewRuntime(name string) (*builder.Runtime[*v1alpha1.Echo], error) {
+// the ProviderConfig has spec.kcp; kcp is the surface run derives from the same
+// generated CRD init installs on the onboarding cluster.
+func NewRuntime(name string, kcp apiexport.Provisionable) (*builder.Runtime[*v1alpha1.Echo], error) {
 	scheme, err := NewScheme()
-	if err != nil {
-		return nil, err
-	}
-	echoCRD, err := crd.Echo()
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +96,6 @@ func NewRuntime(name string) (*builder.Runtime[*v1alpha1.Echo], error) {
 		WithProviderConfig(&v1alpha1.ProviderConfig{}).
 		WorkloadCluster(WorkloadPermissions()).
 		MCPPermissions(MCPPermissions()).
-		KCP(apiexport.FromCRD(ExportName, echoCRD)).
+		KCP(kcp).
 		Complete(Provider{})
 }

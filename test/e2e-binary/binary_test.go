@@ -54,7 +54,7 @@ var (
 // --provider-name, --verbosity and POD_NAMESPACE), with exactly the platform RBAC of
 // config/rbac, onboarding access requested from the platform, against a real kcp and
 // real kube-apiservers for the platform, onboarding, workload and MCP clusters. Tenants
-// apply the sample manifests of config/.
+// apply the sample manifests of examples/echo/config.
 func TestBinary(t *testing.T) {
 	ctx := t.Context()
 	harness.LogToTest(t)
@@ -105,7 +105,7 @@ func TestBinary(t *testing.T) {
 	k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "providers")
 	k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root:providers"), "echo")
 	providerClient := newClient(t, k.ConfigFor(logicalcluster.NewPath(providerWS)))
-	applyFile(ctx, t, providerClient, "config/kcp/echo-runtime-rbac.yaml")
+	applyFile(ctx, t, providerClient, "examples/echo/config/kcp/runtime-rbac.yaml")
 	_, runtimeKubeconfig := tokenKubeconfig(ctx, t, k.ConfigFor(logicalcluster.NewPath(providerWS)), "kcp-serviceprovider", "runtime", dir, "kcp-runtime.kubeconfig")
 	if err := pf.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: providerNS, Name: "kcp-kubeconfig"},
@@ -161,7 +161,7 @@ func TestBinary(t *testing.T) {
 		return
 	}
 
-	applyFile(ctx, t, pf, "config/samples/echo_v1alpha1_providerconfig_kcp.yaml")
+	applyFile(ctx, t, pf, "examples/echo/config/samples/echo_v1alpha1_providerconfig_kcp.yaml")
 	ports, err := localenv.FreePorts(2)
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +206,7 @@ func TestBinary(t *testing.T) {
 	neighbourPath, _ := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "tenant-b")
 	tenant, neighbour := newClient(t, k.ConfigFor(tenantPath)), newClient(t, k.ConfigFor(neighbourPath))
 	for _, c := range []client.Client{tenant, neighbour} {
-		applyFile(ctx, t, c, "config/kcp/echo-apibinding.yaml")
+		applyFile(ctx, t, c, "examples/echo/config/kcp/apibinding.yaml")
 		poll(ctx, t, 2*time.Minute, "APIBinding Bound", func(ctx context.Context) error {
 			b := &apisv1alpha2.APIBinding{}
 			if err := c.Get(ctx, client.ObjectKey{Name: "echo"}, b); err != nil {
@@ -222,7 +222,7 @@ func TestBinary(t *testing.T) {
 		t.Helper()
 		var created time.Time
 		poll(ctx, t, time.Minute, "sample Echo created", func(ctx context.Context) error {
-			for _, u := range readObjects(t, "config/samples/echo_v1alpha1_echo.yaml") {
+			for _, u := range readObjects(t, "examples/echo/config/samples/echo_v1alpha1_echo.yaml") {
 				if err := c.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
 					return err // the binding's resource may not be served yet
 				}

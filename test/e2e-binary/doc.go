@@ -5,10 +5,14 @@
 // TestBinary is the acceptance test of the reference provider: init and run against a
 // real kcp and real kube-apiservers (started by test/harness), with the least platform
 // RBAC of config/rbac, onboarding access requested from the local platform, and
-// tenants applying the sample manifests of config/. It checks what a tenant, a platform
+// tenants applying the samples of examples/echo/config. It checks what a tenant, a platform
 // operator and a security reviewer would: the Echo becomes Ready, the worker's
 // kubeconfig reaches the tenant's workspace and reads its Echo and nothing else, and
 // deleting the Echo removes the worker and revokes every credential the runtime created.
+//
+// TestScratchProvider builds test/e2e-binary/scratch, a provider written from scratch on
+// the command package (its types, provider.go and a main.go of at most 30 lines), and
+// serves a kcp tenant with its init and run.
 //
 // TestLocal runs `kcp-serviceprovider local` and follows the README's quickstart word
 // by word, then interrupts it and checks that no process and no file outside its state

@@ -1,4 +1,4 @@
-package app
+package command
 
 import (
 	"errors"
@@ -33,9 +33,11 @@ type commonOptions struct {
 	onboardingKubeconfig string
 }
 
-func (o *commonOptions) addFlags(fs *flag.FlagSet) {
+// addFlags registers the flags; defaultName is the provider's name when neither the flag
+// nor the environment names one.
+func (o *commonOptions) addFlags(fs *flag.FlagSet, defaultName string) {
 	fs.StringVar(&o.environment, "environment", "", "name of the openMCP landscape, passed by the openmcp-operator; logged")
-	fs.StringVar(&o.providerName, "provider-name", envOr(envProviderName, DefaultProviderName),
+	fs.StringVar(&o.providerName, "provider-name", envOr(envProviderName, defaultName),
 		"the ServiceProvider's name: names the ProviderConfig, the requests on the platform cluster and the leader election leases")
 	fs.StringVar(&o.verbosity, "verbosity", "INFO", "log level: DEBUG, INFO or ERROR")
 	fs.StringVar(&o.namespace, "namespace", envOr(openmcpconst.EnvVariablePodNamespace, os.Getenv(envPlatformNamespace)),

@@ -1,4 +1,4 @@
-package app
+package command
 
 import (
 	"context"
@@ -20,18 +20,13 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 )
 
-// The local platform's fixed names. The sample manifests in config/ use the same.
+// The local platform's fixed names. The provider's sample manifests use the same.
 const (
 	// DefaultStateDir is --state-dir's default, relative to the working directory.
 	DefaultStateDir = ".local-platform"
-	// localNamespace is the provider's namespace on the platform cluster, named like
-	// the openmcp-operator names it (sp-<ServiceProvider>).
-	localNamespace = "sp-" + DefaultProviderName
 	// localKCPSecret holds the kubeconfig of the runtime's kcp identity
 	// (spec.kcp.kubeconfigSecret of the sample ProviderConfig).
 	localKCPSecret = "kcp-kubeconfig"
-	// localProviderWorkspace is spec.kcp.providerWorkspace of the sample ProviderConfig.
-	localProviderWorkspace = "root:providers:" + DefaultProviderName
 	// localTenantWorkspace is the workspace the sample tenant creates.
 	localTenantWorkspace = "root:tenant"
 	// localControlPlane is the ControlPlane (namespace/name) the platform registers for
@@ -47,22 +42,29 @@ const (
 	runtimeTokenTTL = 24 * time.Hour
 )
 
-// Files of the repository local applies, as a platform team would.
-var (
-	serviceProviderFile = filepath.Join("config", "deploy", "serviceprovider", "serviceprovider.yaml")
-	runtimeRBACFile     = filepath.Join("config", "kcp", "echo-runtime-rbac.yaml")
-	providerConfigFile  = filepath.Join("config", "samples", "echo_v1alpha1_providerconfig_kcp.yaml")
-)
+// serviceProviderFile is the ServiceProvider local applies, as a platform team would.
+var serviceProviderFile = filepath.Join("config", "deploy", "serviceprovider", "serviceprovider.yaml")
 
 type localOptions struct {
 	stateDir  string
 	repoRoot  string
 	verbosity string
+	provider  Provider
+	// d is the provider as described, once run has started.
+	d *described
 }
 
-// LocalCommand starts a whole platform on this machine.
-func LocalCommand() *Command {
-	o := &localOptions{}
+// namespace is the provider's namespace on the platform cluster, named like the
+// openmcp-operator names it (sp-<ServiceProvider>).
+func (o *localOptions) namespace() string { return "sp-" + o.provider.Name }
+
+// providerWorkspace is spec.kcp.providerWorkspace of the sample ProviderConfig.
+func (o *localOptions) providerWorkspace() string { return "root:providers:" + o.provider.Name }
+
+// LocalCommand starts a whole platform on this machine; p.Local names the provider's
+// manifests it applies.
+func LocalCommand(p Provider) *Command {
+	o := &localOptions{provider: p}
 	return &Command{
 		Name:  "local",
 		Short: "start a local platform (kcp, platform/onboarding/workload/MCP clusters) with the provider in both modes",
@@ -72,13 +74,13 @@ grants ClusterRequests and AccessRequests against them; then does what a platfor
 (ServiceProvider, provider namespace, kcp provider workspace with the runtime's identity,
 ProviderConfig with spec.kcp), runs this binary's init, and runs this binary's run in both modes.
 It then prints, for a tenant, the kubeconfig and the commands to create a workspace, bind the
-export and create an Echo (and the same for standard mode), and runs until Ctrl-C, which stops
-every process it started.
+export and create a Service object (and the same for standard mode), and runs until Ctrl-C,
+which stops every process it started.
 
 Every file it writes is in --state-dir, emptied at each start; after Ctrl-C only logs/
 stays there. The servers come from $KSP_TEST_ASSETS, or hack/test-binaries.sh builds
 them into ~/.cache/kcp-serviceprovider on first use (about 20 minutes, once). Run it from
-the repository root: it applies the manifests under config/.`,
+the repository root: it applies the manifests under config/ and the provider's samples.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			fs.StringVar(&o.stateDir, "state-dir", DefaultStateDir, "folder for every file the platform writes; emptied at start")
 			fs.StringVar(&o.repoRoot, "repo-root", ".", "the repository root (config/ and hack/ are read from there)")
@@ -108,11 +110,18 @@ func (p *progress) step(what string) func(detail string) {
 }
 
 func (o *localOptions) run(ctx context.Context, out io.Writer) error {
+	var err error
+	if o.d, err = o.provider.describe(); err != nil {
+		return err
+	}
+	if o.provider.Local == nil {
+		return fmt.Errorf("provider %s has no local setup (command.Provider.Local)", o.provider.Name)
+	}
 	repo, err := filepath.Abs(o.repoRoot)
 	if err != nil {
 		return err
 	}
-	for _, f := range []string{serviceProviderFile, runtimeRBACFile, providerConfigFile} {
+	for _, f := range []string{serviceProviderFile, o.provider.Local.RuntimeRBAC, o.provider.Local.ProviderConfig} {
 		if _, err := os.Stat(filepath.Join(repo, f)); err != nil {
 			return fmt.Errorf("%s not found under %s: run from the repository root (make run) or pass --repo-root", f, repo)
 		}
@@ -132,7 +141,7 @@ func (o *localOptions) run(ctx context.Context, out io.Writer) error {
 // reservations into the user's cache directory as soon as it is loaded, before any of
 // our code runs, and temporary files would otherwise land in /tmp.
 func (o *localOptions) prepare(ctx context.Context, out io.Writer, repo, state string) error {
-	fmt.Fprintf(out, "kcp-serviceprovider local: a local openMCP platform with the echo provider\n")
+	fmt.Fprintf(out, "%s local: a local openMCP platform with the %s provider\n", baseName(os.Args[0]), o.provider.Name)
 	if err := resetStateDir(state); err != nil {
 		return err
 	}

@@ -1,41 +1,67 @@
-package app
+package command
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
 
-	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 )
 
-const repoRoot = "../../.."
+const repoRoot = ".."
 
-// config/kcp/echo-apiexport.yaml is for review: it must be what run provisions.
-func TestKCPManifestsUpToDate(t *testing.T) {
-	want, err := kcpManifests()
+// echoProvider is the reference provider's description as far as these tests need it,
+// read from its generated CRD files (the command package never imports examples/).
+func echoProvider() Provider {
+	return Provider{
+		Name: "echo",
+		CRDs: os.DirFS(filepath.Join(repoRoot, "examples", "echo", "config", "crd")),
+		NewRuntime: func(string, apiexport.Provisionable) (Runner, error) {
+			return nil, errors.New("not in these tests")
+		},
+		Local: &Local{},
+	}
+}
+
+// The description is derived from the CRDs: the Service API is the onboarding
+// cluster's, its storage version is the kind init registers, its group the default
+// export name.
+func TestDescribeDerivesFromTheCRDs(t *testing.T) {
+	d, err := echoProvider().describe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	have, err := os.ReadFile(filepath.Join(repoRoot, "config", "kcp", "echo-apiexport.yaml"))
-	if err != nil {
-		t.Fatal(err)
+	if len(d.crds) != 2 {
+		t.Errorf("%d CRDs, want Echo and ProviderConfig", len(d.crds))
 	}
-	if !bytes.Equal(have, want) {
-		t.Error("config/kcp/echo-apiexport.yaml is stale: run `make generate`")
+	want := schema.GroupVersionKind{Group: "echo.services.open-control-plane.io", Version: "v1alpha1", Kind: "Echo"}
+	if d.serviceGVK != want || d.serviceResource.Resource != "echoes" || d.exportName != want.Group {
+		t.Errorf("described %v %v export %q", d.serviceGVK, d.serviceResource, d.exportName)
+	}
+	for _, p := range []Provider{{}, {Name: "x"}, {Name: "x", CRDs: fstest.MapFS{}, NewRuntime: echoProvider().NewRuntime}} {
+		if _, err := p.describe(); err == nil {
+			t.Errorf("%+v was accepted", p)
+		}
 	}
 }
 
 // config/rbac/onboarding.yaml documents, for --onboarding-kubeconfig deployments, the
 // rules init and run otherwise request from the platform; they must not drift apart.
 func TestOnboardingRBACMatchesRequests(t *testing.T) {
+	d, err := echoProvider().describe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	raw, err := os.ReadFile(filepath.Join(repoRoot, "config", "rbac", "onboarding.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +76,7 @@ func TestOnboardingRBACMatchesRequests(t *testing.T) {
 	}
 	for name, requested := range map[string][]rbacv1.PolicyRule{
 		"echo-provider-onboarding-init": onboardingInitPermissions()[0].Rules,
-		"echo-provider-onboarding-run":  onboardingRunPermissions()[0].Rules,
+		"echo-provider-onboarding-run":  d.onboardingRunPermissions()[0].Rules,
 	} {
 		if !reflect.DeepEqual(roles[name], requested) {
 			t.Errorf("ClusterRole %s in config/rbac/onboarding.yaml:\n%+v\nrequested by the binary:\n%+v", name, roles[name], requested)
@@ -61,9 +87,9 @@ func TestOnboardingRBACMatchesRequests(t *testing.T) {
 // --help is the binary's reference: every command documents its flags and the
 // environment, and exits 0.
 func TestHelp(t *testing.T) {
-	cmds := []*Command{InitCommand(), RunCommand(), LocalCommand(), KCPManifestsCommand()}
+	cmds := Commands(echoProvider())
 	var out, errOut bytes.Buffer
-	if code := Main("kcp-serviceprovider", []string{"--help"}, &out, &errOut, cmds...); code != 0 {
+	if code := Execute("kcp-serviceprovider", []string{"--help"}, &out, &errOut, cmds...); code != 0 {
 		t.Fatalf("--help exited %d: %s", code, errOut.String())
 	}
 	for _, c := range cmds {
@@ -78,7 +104,7 @@ func TestHelp(t *testing.T) {
 		"local": {"--state-dir", "--repo-root"},
 	} {
 		out.Reset()
-		if code := Main("kcp-serviceprovider", []string{cmd, "--help"}, &out, &errOut, cmds...); code != 0 {
+		if code := Execute("kcp-serviceprovider", []string{cmd, "--help"}, &out, &errOut, cmds...); code != 0 {
 			t.Fatalf("%s --help exited %d", cmd, code)
 		}
 		for _, f := range flags {
@@ -90,45 +116,11 @@ func TestHelp(t *testing.T) {
 			t.Errorf("%s --help does not document the environment", cmd)
 		}
 	}
-	if code := Main("kcp-serviceprovider", []string{"nope"}, &out, &errOut, cmds...); code != 2 {
+	if code := Execute("kcp-serviceprovider", []string{"nope"}, &out, &errOut, cmds...); code != 2 {
 		t.Errorf("unknown command exited %d, want 2", code)
 	}
-	if code := Main("kcp-serviceprovider", []string{"run", "--no-such-flag"}, &out, &errOut, cmds...); code != 2 {
+	if code := Execute("kcp-serviceprovider", []string{"run", "--no-such-flag"}, &out, &errOut, cmds...); code != 2 {
 		t.Errorf("unknown flag exited %d, want 2", code)
-	}
-}
-
-// The sample APIBinding must accept exactly the claims the runtime puts into the export:
-// a claim it lacks is never accepted automatically, one it has in excess is trust the
-// tenant gives for nothing.
-func TestSampleBindingAcceptsExactlyTheRequiredClaims(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "config", "kcp", "echo-apibinding.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	binding := &apisv1alpha2.APIBinding{}
-	if err := yaml.UnmarshalStrict(raw, binding); err != nil {
-		t.Fatal(err)
-	}
-	if ref := binding.Spec.Reference.Export; ref == nil || ref.Name != exportName || ref.Path != localProviderWorkspace {
-		t.Errorf("binding references %+v, want %s in %s", ref, exportName, localProviderWorkspace)
-	}
-	got := map[string][]string{}
-	for _, c := range binding.Spec.PermissionClaims {
-		if c.State != apisv1alpha2.ClaimAccepted {
-			t.Errorf("claim %s/%s is %s", c.Group, c.Resource, c.State)
-		}
-		if c.Selector.MatchLabels["services.open-control-plane.io/managed-by"] != DefaultProviderName {
-			t.Errorf("claim %s/%s is not narrowed to the runtime's objects: %+v", c.Group, c.Resource, c.Selector)
-		}
-		got[c.Group+"/"+c.Resource] = c.Verbs
-	}
-	want := map[string][]string{}
-	for _, c := range apiexport.RequiredPermissionClaims() {
-		want[c.Group+"/"+c.Resource] = c.Verbs
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("sample binding accepts %v, the runtime claims %v", got, want)
 	}
 }
 

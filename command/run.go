@@ -1,4 +1,4 @@
-package app
+package command
 
 import (
 	"context"
@@ -32,23 +32,24 @@ type runOptions struct {
 	clientBurst             int
 	accessTimeout           time.Duration
 	mode                    string
+	provider                Provider
 }
 
 // RunCommand runs the provider until it is stopped.
-func RunCommand() *Command {
-	o := &runOptions{}
+func RunCommand(p Provider) *Command {
+	o := &runOptions{provider: p}
 	return &Command{
 		Name:  "run",
 		Short: "run the provider in standard mode and, while spec.kcp is set, kcp mode",
 		Long: `Runs the provider until SIGTERM or SIGINT, as the openmcp-operator's Deployment.
 
-Standard mode serves Echo objects on the onboarding cluster (unless --standard-mode=false).
-kcp mode serves Echo objects in kcp workspaces bound to the provider's APIExport; it runs
-while the ProviderConfig (named --provider-name, on the platform cluster) has spec.kcp, and
-starts, restarts and stops with it, without a restart of the process. Each mode has its
-own manager and leader election lease in --namespace.`,
+Standard mode serves the Service objects on the onboarding cluster (unless
+--standard-mode=false). kcp mode serves them in kcp workspaces bound to the provider's
+APIExport; it runs while the ProviderConfig (named --provider-name, on the platform
+cluster) has spec.kcp, and starts, restarts and stops with it, without a restart of the
+process. Each mode has its own manager and leader election lease in --namespace.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, io.Writer) error {
-			o.addFlags(fs)
+			o.addFlags(fs, p.Name)
 			fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader per mode among the replicas (leases in --namespace); the openmcp-operator sets it for more than one replica")
 			fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", "0", "address of the Prometheus metrics endpoint, e.g. :8080; 0 turns it off")
 			fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "serve metrics over HTTPS with authentication; not supported yet (the openmcp-operator passes false)")
@@ -68,6 +69,10 @@ own manager and leader election lease in --namespace.`,
 }
 
 func (o *runOptions) run(ctx context.Context, _ io.Writer) error {
+	d, err := o.provider.describe()
+	if err != nil {
+		return err
+	}
 	log, err := o.logger("run")
 	if err != nil {
 		return err
@@ -110,16 +115,16 @@ func (o *runOptions) run(ctx context.Context, _ io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("platform client: %w", err)
 		}
-		access, err := requestOnboardingAccess(ctx, log, platform, o.providerName, o.namespace, runOnboardingName, onboardingRunPermissions(), o.accessTimeout)
+		access, err := requestOnboardingAccess(ctx, log, platform, o.providerName, o.namespace, runOnboardingName, d.onboardingRunPermissions(), o.accessTimeout)
 		if err != nil {
 			return err
 		}
 		onboardingCfg = access.Config
 	}
 
-	rt, err := newRunner(o.providerName)
+	rt, err := d.NewRuntime(o.providerName, d.kcp())
 	if err != nil {
-		return err
+		return fmt.Errorf("declaring provider %s to the runtime: %w", o.providerName, err)
 	}
 	err = rt.Start(ctx, builder.Options{
 		Platform:                platformCfg,

@@ -1,4 +1,4 @@
-package app
+package command
 
 import (
 	"context"
@@ -21,8 +21,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/openmcp-project/kcp-serviceprovider/config/crd"
 )
 
 // initOnboardingName is the local name of init's onboarding access request.
@@ -30,23 +28,24 @@ const initOnboardingName = "onboarding-init"
 
 type initOptions struct {
 	commonOptions
-	timeout time.Duration
+	provider Provider
+	timeout  time.Duration
 }
 
 // InitCommand installs the provider's CRDs and registers its Service API.
-func InitCommand() *Command {
-	o := &initOptions{}
+func InitCommand(p Provider) *Command {
+	o := &initOptions{provider: p}
 	return &Command{
 		Name:  "init",
 		Short: "install the CRDs and register the Service API at the ServiceProvider",
 		Long: `Runs once per deployment, as the openmcp-operator's init Job. Installs (or updates) the
 provider's CRDs, each on the cluster its openmcp.cloud/cluster label names: the Service API
-(Echo) on the onboarding cluster, the ProviderConfig on the platform cluster. Then adds the
+on the onboarding cluster, the ProviderConfig on the platform cluster. Then adds the
 Service API's group/version/kind to status.resources of the ServiceProvider named
---provider-name, so that the openmcp-operator deletes a ControlPlane's Echo with the
-ControlPlane. The kcp side needs no init: run provisions the APIExport itself.`,
+--provider-name, so that the openmcp-operator deletes a ControlPlane's Service object
+with the ControlPlane. The kcp side needs no init: run provisions the APIExport itself.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, io.Writer) error {
-			o.addFlags(fs)
+			o.addFlags(fs, p.Name)
 			fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long to wait for the onboarding access and for the CRDs to be served")
 			return o.run
 		},
@@ -66,6 +65,10 @@ func platformScheme() (*runtime.Scheme, error) {
 }
 
 func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
+	d, err := o.provider.describe()
+	if err != nil {
+		return err
+	}
 	log, err := o.logger("init")
 	if err != nil {
 		return err
@@ -115,16 +118,12 @@ func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
 		return fmt.Errorf("onboarding client: %w", err)
 	}
 
-	crds, err := providerCRDs()
-	if err != nil {
-		return err
-	}
 	clusters := map[string]client.Client{clustersv1alpha1.PURPOSE_PLATFORM: platform, clustersv1alpha1.PURPOSE_ONBOARDING: onboarding}
-	for _, c := range crds {
-		purpose := c.Labels[crd.ClusterLabel]
+	for _, c := range d.crds {
+		purpose := c.Labels[ClusterLabel]
 		target, ok := clusters[purpose]
 		if !ok {
-			return fmt.Errorf("CRD %s: label %s=%q names no cluster init knows", c.Name, crd.ClusterLabel, purpose)
+			return fmt.Errorf("CRD %s: label %s=%q names no cluster init knows", c.Name, ClusterLabel, purpose)
 		}
 		if err := installCRD(ctx, target, c); err != nil {
 			return fmt.Errorf("installing CRD %s on the %s cluster: %w", c.Name, purpose, err)
@@ -132,7 +131,7 @@ func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
 		log.Info("CRD installed", "crd", c.Name, "cluster", purpose)
 	}
 
-	gvk := metav1.GroupVersionKind{Group: serviceGVK.Group, Version: serviceGVK.Version, Kind: serviceGVK.Kind}
+	gvk := metav1.GroupVersionKind{Group: d.serviceGVK.Group, Version: d.serviceGVK.Version, Kind: d.serviceGVK.Kind}
 	if err := registerGVK(ctx, log, platform, o.providerName, gvk); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package app
+package command
 
 import (
 	"bytes"
@@ -102,6 +102,7 @@ func (l *localRun) start(ctx context.Context) error {
 	if err := l.runInit(ctx); err != nil {
 		return err
 	}
+	providerConfigFile := l.opts.provider.Local.ProviderConfig
 	done = l.p.step("ProviderConfig with spec.kcp (" + providerConfigFile + ")")
 	if err := applyFile(ctx, l.platformClient, filepath.Join(l.repo, providerConfigFile), nil); err != nil {
 		return err
@@ -119,7 +120,7 @@ func (l *localRun) writeKubeconfigs() error {
 		}
 	}
 	kc, err := l.kcp.Kubeconfig(map[string]string{
-		"root": "root", "tenant": localTenantWorkspace, "provider": localProviderWorkspace,
+		"root": "root", "tenant": localTenantWorkspace, "provider": l.opts.providerWorkspace(),
 	}, "tenant")
 	if err != nil {
 		return err
@@ -174,6 +175,7 @@ func (l *localRun) startPlatform(ctx context.Context) error {
 // workspace with the runtime's identity, and that identity's kubeconfig in the Secret
 // spec.kcp names.
 func (l *localRun) platformTeam(ctx context.Context) error {
+	localNamespace, localProviderWorkspace := l.opts.namespace(), l.opts.providerWorkspace()
 	done := l.p.step("platform team: ServiceProvider, namespace " + localNamespace + ", kcp workspace " + localProviderWorkspace + " with the runtime's identity")
 	scheme, err := platformScheme()
 	if err != nil {
@@ -206,10 +208,10 @@ func (l *localRun) platformTeam(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := applyFile(ctx, provider, filepath.Join(l.repo, runtimeRBACFile), nil); err != nil {
+	if err := applyFile(ctx, provider, filepath.Join(l.repo, l.opts.provider.Local.RuntimeRBAC), nil); err != nil {
 		return err
 	}
-	kubeconfig, err := runtimeKubeconfig(ctx, l.kcp)
+	kubeconfig, err := runtimeKubeconfig(ctx, l.kcp, localProviderWorkspace)
 	if err != nil {
 		return err
 	}
@@ -250,8 +252,8 @@ func createWorkspace(ctx context.Context, k *localenv.KCP, scheme *runtime.Schem
 // runtimeKubeconfig mints a token of the runtime's ServiceAccount in the provider
 // workspace (created by the RBAC manifest) and writes a kubeconfig for it: what a
 // platform team puts into the Secret spec.kcp.kubeconfigSecret names.
-func runtimeKubeconfig(ctx context.Context, k *localenv.KCP) ([]byte, error) {
-	cfg := k.ConfigFor(localProviderWorkspace)
+func runtimeKubeconfig(ctx context.Context, k *localenv.KCP, providerWorkspace string) ([]byte, error) {
+	cfg := k.ConfigFor(providerWorkspace)
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -273,24 +275,24 @@ func runtimeKubeconfig(ctx context.Context, k *localenv.KCP) ([]byte, error) {
 func (l *localRun) selfArgs(command string) []string {
 	return []string{command,
 		"--environment=local",
-		"--provider-name=" + DefaultProviderName,
+		"--provider-name=" + l.opts.provider.Name,
 		"--verbosity=" + l.opts.verbosity,
 		"--platform-kubeconfig=" + l.env.KubeconfigPath("platform"),
 	}
 }
 
 // selfEnv is the environment the openmcp-operator would set.
-func selfEnv() []string {
-	return []string{"POD_NAMESPACE=" + localNamespace, "POD_NAME=local", envProviderName + "=" + DefaultProviderName}
+func (l *localRun) selfEnv() []string {
+	return []string{"POD_NAMESPACE=" + l.opts.namespace(), "POD_NAME=local", envProviderName + "=" + l.opts.provider.Name}
 }
 
 func (l *localRun) runInit(ctx context.Context) error {
-	done := l.p.step("init: CRDs on the onboarding and platform clusters, Echo registered at the ServiceProvider")
+	done := l.p.step("init: CRDs on the onboarding and platform clusters, " + l.opts.d.serviceGVK.Kind + " registered at the ServiceProvider")
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	proc, err := l.env.StartProcess("init", self, l.selfArgs("init"), selfEnv(), 10*time.Second)
+	proc, err := l.env.StartProcess("init", self, l.selfArgs("init"), l.selfEnv(), 10*time.Second)
 	if err != nil {
 		return err
 	}
@@ -322,7 +324,7 @@ func (l *localRun) runRun(ctx context.Context) error {
 		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]),
 		"--retry-interval=2s",
 	)
-	if l.runProc, err = l.env.StartProcess("run", self, args, selfEnv(), 30*time.Second); err != nil {
+	if l.runProc, err = l.env.StartProcess("run", self, args, l.selfEnv(), 30*time.Second); err != nil {
 		return err
 	}
 	failed := func() error {
@@ -352,6 +354,7 @@ func (l *localRun) runRun(ctx context.Context) error {
 	if err := apisv1alpha2.AddToScheme(scheme); err != nil {
 		return err
 	}
+	localProviderWorkspace, exportName := l.opts.providerWorkspace(), l.opts.d.exportName
 	provider, err := client.New(l.kcp.ConfigFor(localProviderWorkspace), client.Options{Scheme: scheme})
 	if err != nil {
 		return err

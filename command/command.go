@@ -1,4 +1,4 @@
-package app
+package command
 
 import (
 	"context"
@@ -24,13 +24,29 @@ type Command struct {
 	Flags func(fs *flag.FlagSet) func(ctx context.Context, out io.Writer) error
 }
 
-// Main runs the subcommand named by args[0] and returns the exit code: 0 on success
+// Main is a provider binary's main function: it runs the subcommand the command line
+// names, out of p's [Commands], and exits with [Execute]'s code.
+func Main(p Provider) {
+	os.Exit(Execute(os.Args[0], os.Args[1:], os.Stdout, os.Stderr, Commands(p)...))
+}
+
+// Commands are the commands of a provider binary: init and run, as the
+// openmcp-operator calls them, local when p.Local is set, and kcp-manifests.
+func Commands(p Provider) []*Command {
+	cmds := []*Command{InitCommand(p), RunCommand(p)}
+	if p.Local != nil {
+		cmds = append(cmds, LocalCommand(p))
+	}
+	return append(cmds, KCPManifestsCommand(p))
+}
+
+// Execute runs the subcommand named by args[0] and returns the exit code: 0 on success
 // (and for --help), 2 for usage errors, 1 when the command failed.
-func Main(prog string, args []string, stdout, stderr io.Writer, commands ...*Command) int {
+func Execute(prog string, args []string, stdout, stderr io.Writer, commands ...*Command) int {
 	prog = baseName(prog)
 	usage := func(w io.Writer) {
 		fmt.Fprintf(w, "Usage: %s <command> [flags]\n\n", prog)
-		fmt.Fprintf(w, "The reference openMCP service provider (echo) on the kcp-aware runtime.\n\nCommands:\n")
+		fmt.Fprintf(w, "An openMCP service provider on the kcp-aware runtime.\n\nCommands:\n")
 		for _, c := range commands {
 			fmt.Fprintf(w, "  %-14s %s\n", c.Name, c.Short)
 		}

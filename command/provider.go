@@ -1,0 +1,200 @@
+package command
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
+	"github.com/openmcp-project/kcp-serviceprovider/builder"
+)
+
+// ClusterLabel names the openMCP cluster purpose a CRD is installed on: onboarding for
+// the Service API, platform for the ProviderConfig. controller-gen writes it from the
+// types' `+kubebuilder:metadata:labels` marker.
+const ClusterLabel = "openmcp.cloud/cluster"
+
+// Provider is everything the commands know about a service provider. A provider's
+// main package fills it in once and hands it to [Main].
+type Provider struct {
+	// Name is the provider's name when the platform passes none (--provider-name,
+	// $OPENMCP_PROVIDER_NAME): the ServiceProvider's and ProviderConfig's name, the
+	// managed-by label of what the runtime creates, the prefix of leader election IDs.
+	Name string
+	// CRDs holds the provider's generated CRD files (controller-gen's output, usually
+	// embedded with go:embed; see [ReadCRDs]); YAML files that are not CRDs, such as a
+	// kustomization.yaml, are skipped. Each CRD carries ClusterLabel: exactly one is
+	// for the onboarding cluster, the Service API (also the source of the kcp schema);
+	// the others, the ProviderConfig among them, are for the platform cluster.
+	CRDs fs.FS
+	// ExportName names the APIExport in the provider workspace, which tenants bind.
+	// Empty means the Service API's group, so exports of providers never collide.
+	ExportName string
+	// NewRuntime declares the provider to the runtime under the name run was given.
+	// kcp is the kcp surface derived from CRDs and ExportName: handing it to the
+	// builder's KCP keeps what run provisions equal to what kcp-manifests prints.
+	NewRuntime func(name string, kcp apiexport.Provisionable) (Runner, error)
+	// Local, when set, adds the local command, which starts a whole platform on this
+	// machine with the provider in both modes.
+	Local *Local
+}
+
+// Local is what the local command applies and prints besides the runtime's own
+// manifests. Paths are relative to the repository root.
+type Local struct {
+	// RuntimeRBAC is applied in the provider workspace: the runtime's kcp identity
+	// (ServiceAccount kcp-serviceprovider/runtime) and its RBAC there.
+	RuntimeRBAC string
+	// ProviderConfig is applied on the platform cluster: a ProviderConfig with spec.kcp
+	// naming workspace root:providers:<Name> and Secret sp-<Name>/kcp-kubeconfig.
+	ProviderConfig string
+	// Quickstart returns the commands local prints for a tenant in kcp mode, in
+	// standard mode, and for a look at the workload cluster; state is how the commands
+	// name the state folder.
+	Quickstart func(state string) (kcp, standard, workers []string)
+}
+
+// Runner is what run starts: the provider declared to the runtime, usually the
+// builder's *Runtime.
+type Runner interface {
+	Start(ctx context.Context, opts builder.Options) error
+}
+
+// described is a Provider with what the commands derive from its CRDs.
+type described struct {
+	Provider
+	// crds are every CRD init installs.
+	crds []*apiextensionsv1.CustomResourceDefinition
+	// service is the Service API's CRD.
+	service *apiextensionsv1.CustomResourceDefinition
+	// serviceGVK is the kind init registers at the ServiceProvider.
+	serviceGVK schema.GroupVersionKind
+	// serviceResource is the Service API's resource (plural) on the onboarding cluster.
+	serviceResource schema.GroupResource
+	// exportName is ExportName or its default.
+	exportName string
+}
+
+// describe reads the CRDs and derives the rest. It fails on a description the commands
+// could not act on, so a provider author's mistake shows as one clear error.
+func (p Provider) describe() (*described, error) {
+	if p.Name == "" {
+		return nil, errors.New("command.Provider: Name is empty")
+	}
+	if p.CRDs == nil || p.NewRuntime == nil {
+		return nil, fmt.Errorf("command.Provider %s: CRDs and NewRuntime are required", p.Name)
+	}
+	crds, err := ReadCRDs(p.CRDs)
+	if err != nil {
+		return nil, fmt.Errorf("provider %s: %w", p.Name, err)
+	}
+	d := &described{Provider: p, crds: crds}
+	for _, c := range crds {
+		switch purpose := c.Labels[ClusterLabel]; purpose {
+		case clustersv1alpha1.PURPOSE_ONBOARDING:
+			if d.service != nil {
+				return nil, fmt.Errorf("provider %s: CRDs %s and %s are both labelled %s=%s; one Service API per provider", p.Name, d.service.Name, c.Name, ClusterLabel, purpose)
+			}
+			d.service = c
+		case clustersv1alpha1.PURPOSE_PLATFORM:
+		default:
+			return nil, fmt.Errorf("provider %s: CRD %s: label %s=%q names no cluster init knows (%s or %s)",
+				p.Name, c.Name, ClusterLabel, purpose, clustersv1alpha1.PURPOSE_ONBOARDING, clustersv1alpha1.PURPOSE_PLATFORM)
+		}
+	}
+	if d.service == nil {
+		return nil, fmt.Errorf("provider %s: no CRD is labelled %s=%s: which is the Service API?", p.Name, ClusterLabel, clustersv1alpha1.PURPOSE_ONBOARDING)
+	}
+	spec := d.service.Spec
+	d.serviceGVK = schema.GroupVersionKind{Group: spec.Group, Kind: spec.Names.Kind}
+	for _, v := range spec.Versions {
+		if v.Storage {
+			d.serviceGVK.Version = v.Name
+		}
+	}
+	if d.serviceGVK.Version == "" {
+		return nil, fmt.Errorf("provider %s: CRD %s has no storage version", p.Name, d.service.Name)
+	}
+	d.serviceResource = schema.GroupResource{Group: spec.Group, Resource: spec.Names.Plural}
+	d.exportName = p.ExportName
+	if d.exportName == "" {
+		d.exportName = spec.Group
+	}
+	return d, nil
+}
+
+// kcp is the surface run provisions and kcp-manifests prints.
+func (d *described) kcp() apiexport.Provisionable {
+	return apiexport.FromCRD(d.exportName, d.service)
+}
+
+// ReadCRDs decodes every CustomResourceDefinition in the YAML files of fsys, in any
+// folder (`//go:embed crd/*.yaml` holds them under crd/), in path order, skipping other
+// objects.
+func ReadCRDs(fsys fs.FS) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var names []string
+	err := fs.WalkDir(fsys, ".", func(name string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() && strings.HasSuffix(name, ".yaml") {
+			names = append(names, name)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing CRD files: %w", err)
+	}
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, name := range names {
+		raw, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, fmt.Errorf("reading CRD file %s: %w", name, err)
+		}
+		for i, doc := range bytes.Split(raw, []byte("\n---\n")) {
+			var meta struct{ APIVersion, Kind string }
+			if err := yaml.Unmarshal(doc, &meta); err != nil {
+				return nil, fmt.Errorf("%s, document %d: %w", name, i+1, err)
+			}
+			if meta.Kind != "CustomResourceDefinition" || meta.APIVersion != apiextensionsv1.SchemeGroupVersion.String() {
+				continue
+			}
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := yaml.UnmarshalStrict(doc, crd); err != nil {
+				return nil, fmt.Errorf("parsing CRD in %s: %w", name, err)
+			}
+			out = append(out, crd)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no CustomResourceDefinition among the CRD files")
+	}
+	return out, nil
+}
+
+// onboardingRunPermissions are what run needs on the onboarding cluster: watch the
+// Service objects, keep the finalizer and the operation annotation, write status, and
+// record events.
+func (d *described) onboardingRunPermissions() []clustersv1alpha1.PermissionsRequest {
+	r := d.serviceResource
+	return []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{r.Group}, Resources: []string{r.Resource}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
+		{APIGroups: []string{r.Group}, Resources: []string{r.Resource + "/status"}, Verbs: []string{"get", "update", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}}}
+}
+
+// onboardingInitPermissions are what init needs on the onboarding cluster: install
+// and update the Service API's CRD.
+func onboardingInitPermissions() []clustersv1alpha1.PermissionsRequest {
+	return []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
+	}}}
+}

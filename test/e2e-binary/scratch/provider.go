@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	rtv1alpha1 "github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/provider"
+	"github.com/openmcp-project/kcp-serviceprovider/test/e2e-binary/scratch/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/workload"
+)
+
+// ConfigMapName is what the provider keeps in the tenant's namespace on the workload
+// cluster: a ConfigMap holding the Note's text under the key "text".
+const ConfigMapName = "note"
+
+// workloadPermissions are what CreateOrUpdate and Delete do on the workload cluster.
+var workloadPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create"}},
+	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update", "patch", "delete"}},
+}}}}
+
+// Provider keeps each Note's text in a ConfigMap on the workload cluster.
+type Provider struct{}
+
+var _ provider.Reconciler[*v1alpha1.Note] = Provider{}
+
+// CreateOrUpdate writes the ConfigMap, creating the tenant's namespace when missing.
+func (Provider) CreateOrUpdate(ctx context.Context, n *v1alpha1.Note) (provider.Result, error) {
+	wl, ns := cluster.WorkloadFromCtx(ctx), cluster.IdentityFromCtx(ctx).TenantNamespace()
+	if err := wl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return provider.Result{}, fmt.Errorf("creating namespace %s on the workload cluster: %w", ns, err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ConfigMapName}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, wl, cm, func() error {
+		cm.Data = map[string]string{"text": n.Spec.Text}
+		return nil
+	}); err != nil {
+		return provider.Result{}, fmt.Errorf("writing ConfigMap %s/%s on the workload cluster: %w", ns, ConfigMapName, err)
+	}
+	n.Status.Resources = []rtv1alpha1.ManagedResource{{Cluster: "workload", APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: ConfigMapName}}
+	return provider.Done(), nil
+}
+
+// Delete removes the ConfigMap and reports done once it is gone.
+func (Provider) Delete(ctx context.Context, _ *v1alpha1.Note) (provider.Result, error) {
+	wl := cluster.WorkloadFromCtx(ctx)
+	if wl == nil {
+		return provider.Done(), nil // no workload cluster was ever granted
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.IdentityFromCtx(ctx).TenantNamespace(), Name: ConfigMapName}}
+	if err := wl.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+		return provider.Result{}, fmt.Errorf("deleting ConfigMap %s/%s on the workload cluster: %w", cm.Namespace, cm.Name, err)
+	}
+	if err := wl.Get(ctx, client.ObjectKeyFromObject(cm), cm); !apierrors.IsNotFound(err) {
+		return provider.Pending("waiting for the ConfigMap to be removed", time.Second), nil
+	}
+	return provider.Done(), nil
+}
