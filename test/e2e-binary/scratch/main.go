@@ -25,6 +25,6 @@ func newRuntime(name string, kcp apiexport.Provisionable) (command.Runner, error
 	}
 	return builder.ServiceProvider[*v1alpha1.Note](name, s).
 		For(&v1alpha1.Note{}).WithProviderConfig(&v1alpha1.NoteConfig{}).
-		WorkloadCluster(true, workloadPermissions).KCP(kcp).
+		WorkloadCluster(workloadPermissions).KCP(kcp).
 		Complete(Provider{})
 }
