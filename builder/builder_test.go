@@ -21,7 +21,7 @@ type plainConfig struct {
 
 func (c *plainConfig) DeepCopyObject() runtime.Object {
 	out := *c
-	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	c.DeepCopyInto(&out.ObjectMeta)
 	return &out
 }
 

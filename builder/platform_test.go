@@ -13,7 +13,7 @@ import (
 )
 
 func TestParseDeploymentMode(t *testing.T) {
-	for in, want := range map[string]bool{"": false, "standard": false, "platform-service": true, " platform-service ": true} {
+	for in, want := range map[string]bool{"": false, "standard": false, "platform-service": true, " platform-service ": true} { //nolint:gocritic // the padded key checks that the mode is trimmed
 		got, err := builder.ParseDeploymentMode(in)
 		if err != nil || got != want {
 			t.Errorf("ParseDeploymentMode(%q) = %v, %v; want %v", in, got, err, want)

@@ -321,7 +321,7 @@ func (s *seenWidgets) snapshot() map[multicluster.ClusterName]map[string]string 
 
 func (s *seenWidgets) equal(want map[multicluster.ClusterName]map[string]string) bool {
 	got := s.snapshot()
-	return maps.EqualFunc(got, want, func(a, b map[string]string) bool { return maps.Equal(a, b) })
+	return maps.EqualFunc(got, want, maps.Equal[map[string]string])
 }
 
 // logBuffer keeps controller-runtime's log in memory, printed only when a test fails.

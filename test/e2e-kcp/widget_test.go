@@ -33,14 +33,14 @@ var widgetGV = schema.GroupVersion{Group: "widgets.services.open-control-plane.i
 // DeepCopyObject implements runtime.Object.
 func (w *Widget) DeepCopyObject() runtime.Object {
 	out := *w
-	w.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	w.DeepCopyInto(&out.ObjectMeta)
 	return &out
 }
 
 // DeepCopyObject implements runtime.Object.
 func (l *WidgetList) DeepCopyObject() runtime.Object {
 	out := *l
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	l.DeepCopyInto(&out.ListMeta)
 	out.Items = make([]Widget, len(l.Items))
 	for i := range l.Items {
 		out.Items[i] = *l.Items[i].DeepCopyObject().(*Widget)

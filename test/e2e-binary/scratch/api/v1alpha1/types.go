@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 
 	rtv1alpha1 "github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 )
@@ -18,14 +17,16 @@ import (
 // GroupVersion of the notes API.
 var GroupVersion = schema.GroupVersion{Group: "notes.scratch.open-control-plane.io", Version: "v1alpha1"}
 
-var schemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+// schemeBuilder registers the types with apimachinery alone, so the API package stays
+// cheap to import.
+var schemeBuilder = runtime.NewSchemeBuilder(func(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &Note{}, &NoteList{}, &NoteConfig{}, &NoteConfigList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+})
 
 // AddToScheme adds Note and NoteConfig to a scheme.
 func AddToScheme(s *runtime.Scheme) error { return schemeBuilder.AddToScheme(s) }
-
-func init() {
-	schemeBuilder.Register(&Note{}, &NoteList{}, &NoteConfig{}, &NoteConfigList{})
-}
 
 // NoteSpec is what a tenant asks for: a text, kept for it on the workload cluster.
 type NoteSpec struct {
