@@ -9,15 +9,17 @@ import (
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
@@ -54,7 +56,7 @@ func scheme(t testing.TB) *runtime.Scheme {
 	return s
 }
 
-// startEnv starts the servers, the local platform (denying every AccessRequest of a
+// startEnv starts the platform, the local platform (denying every AccessRequest of a
 // tenant named in deny) and the runtime.
 func startEnv(ctx context.Context, t *testing.T, controlPlanes []string, deny map[string]bool) *env {
 	t.Helper()
@@ -63,46 +65,29 @@ func startEnv(ctx context.Context, t *testing.T, controlPlanes []string, deny ma
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{
-		platform:   harness.StartAPIServer(t, harness.PurposePlatform, harness.WithCRDs(configCRD)),
-		onboarding: harness.StartAPIServer(t, harness.PurposeOnboarding, harness.WithCRDs(widgetCRD)),
-		workload:   harness.StartAPIServer(t, harness.PurposeWorkload),
-		mcp:        harness.StartAPIServer(t, harness.PurposeMCP),
-	}
-	lp, err := localplatform.New(e.platform.Config, localplatform.Options{
-		AccessRequestPolicy: func(_ context.Context, ar *clustersv1alpha1.AccessRequest) localplatform.Decision {
-			if deny[ar.Labels["openmcp.cloud/onboarding-name"]] {
-				return localplatform.Denied("QuotaExceeded", "tenant has no quota for this service")
-			}
-			return localplatform.Decision{}
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.lp = lp
-	for c, srv := range map[*client.Client]*harness.APIServer{&e.pf: e.platform, &e.ob: e.onboarding, &e.wl: e.workload} {
-		if *c, err = client.New(srv.Config, client.Options{Scheme: scheme(t)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, tc := range []localplatform.TargetCluster{
-		{Name: "workload", Purposes: []string{clustersv1alpha1.PURPOSE_WORKLOAD}, Config: e.workload.Config},
-		{Name: "mcp", Purposes: []string{clustersv1alpha1.PURPOSE_MCP}, Config: e.mcp.Config},
-	} {
-		if err := lp.AddCluster(tc); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cps := make([]types.NamespacedName, 0, len(controlPlanes))
 	for _, cp := range controlPlanes {
-		if err := lp.RegisterControlPlane(ctx, cp, tenantNamespace, "mcp"); err != nil {
-			t.Fatal(err)
-		}
+		cps = append(cps, types.NamespacedName{Namespace: tenantNamespace, Name: cp})
 	}
+	p := harness.StartPlatform(ctx, t, localenv.PlatformOptions{
+		Clusters: []string{localenv.PurposeOnboarding, localenv.PurposeWorkload, localenv.PurposeMCP},
+		CRDs:     map[string][]*apiextensionsv1.CustomResourceDefinition{localenv.PurposePlatform: {configCRD}, localenv.PurposeOnboarding: {widgetCRD}},
+		LocalPlatform: localplatform.Options{
+			AccessRequestPolicy: func(_ context.Context, ar *clustersv1alpha1.AccessRequest) localplatform.Decision {
+				if deny[ar.Labels["openmcp.cloud/onboarding-name"]] {
+					return localplatform.Denied("QuotaExceeded", "tenant has no quota for this service")
+				}
+				return localplatform.Decision{}
+			},
+		},
+		ControlPlanes: cps,
+	})
+	e := &env{platform: p.Platform, onboarding: p.Onboarding, workload: p.Workload, mcp: p.MCP, lp: p.Local}
+	s := scheme(t)
+	e.pf, e.ob, e.wl = harness.NewClient(t, e.platform.Config, s), harness.NewClient(t, e.onboarding.Config, s), harness.NewClient(t, e.workload.Config, s)
 	if err := e.onboarding.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNamespace}}); err != nil {
 		t.Fatal(err)
 	}
-	runInBackground(ctx, t, "local platform", lp.Start)
 
 	rt, err := builder.ServiceProvider[*widget.Widget](providerName, scheme(t)).
 		For(&widget.Widget{}).
@@ -113,7 +98,7 @@ func startEnv(ctx context.Context, t *testing.T, controlPlanes []string, deny ma
 	if err != nil {
 		t.Fatal(err)
 	}
-	runInBackground(ctx, t, "runtime", func(ctx context.Context) error {
+	harness.Background(ctx, t, "runtime", func(ctx context.Context) error {
 		return rt.Start(ctx, builder.Options{
 			Platform: e.platform.Config, Onboarding: e.onboarding.Config, Namespace: "default",
 			RetryInterval: time.Second,
@@ -123,34 +108,6 @@ func startEnv(ctx context.Context, t *testing.T, controlPlanes []string, deny ma
 }
 
 const tenantNamespace = "tenants"
-
-// runInBackground runs fn until the test ends and fails the test if it returns early
-// with an error.
-func runInBackground(ctx context.Context, t *testing.T, what string, fn func(context.Context) error) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := fn(ctx); err != nil && ctx.Err() == nil {
-			t.Errorf("%s stopped: %v", what, err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-}
-
-// eventually polls cond until it returns nil or the deadline passes; the last error
-// is the failure message.
-func eventually(ctx context.Context, t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		last = cond(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: not reached within %s: %v", what, timeout, last)
-	}
-}
 
 // readyCondition returns the widget's Ready condition after reading it.
 func readyCondition(ctx context.Context, c client.Client, key client.ObjectKey) (*widget.Widget, *metav1.Condition, error) {
@@ -165,7 +122,7 @@ func readyCondition(ctx context.Context, c client.Client, key client.ObjectKey) 
 func wantReady(ctx context.Context, t *testing.T, c client.Client, key client.ObjectKey) *widget.Widget {
 	t.Helper()
 	var got *widget.Widget
-	eventually(ctx, t, 90*time.Second, key.String()+" Ready", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 90*time.Second, key.String()+" Ready", func(ctx context.Context) error {
 		w, cond, err := readyCondition(ctx, c, key)
 		if err != nil {
 			return err
@@ -183,7 +140,7 @@ func wantReady(ctx context.Context, t *testing.T, c client.Client, key client.Ob
 func wantReason(ctx context.Context, t *testing.T, c client.Client, key client.ObjectKey, reason string) string {
 	t.Helper()
 	var msg string
-	eventually(ctx, t, 90*time.Second, key.String()+" "+reason, func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 90*time.Second, key.String()+" "+reason, func(ctx context.Context) error {
 		w, cond, err := readyCondition(ctx, c, key)
 		if err != nil {
 			return err

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,10 +22,13 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 const (
@@ -69,7 +71,7 @@ type env struct {
 	pf, ob, wl, mcpc client.Client
 	opts             envOptions
 	// workloadProxy is set with envOptions.proxyWorkload.
-	workloadProxy *harness.Proxy
+	workloadProxy *localenv.Proxy
 }
 
 func scheme(t testing.TB) *runtime.Scheme {
@@ -89,47 +91,38 @@ func startEnv(ctx context.Context, t *testing.T, opts envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{
-		platform:   harness.StartAPIServer(t, harness.PurposePlatform, harness.WithCRDs(configCRD)),
-		onboarding: harness.StartAPIServer(t, harness.PurposeOnboarding, harness.WithCRDs(widgetCRD)),
-		workload:   harness.StartAPIServer(t, harness.PurposeWorkload),
-		mcp:        harness.StartAPIServer(t, harness.PurposeMCP),
-		opts:       opts,
-	}
-	lp, err := localplatform.New(e.platform.Config, opts.platform)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.lp = lp
-	for c, srv := range map[*client.Client]*harness.APIServer{&e.pf: e.platform, &e.ob: e.onboarding, &e.wl: e.workload, &e.mcpc: e.mcp} {
-		if *c, err = client.New(srv.Config, client.Options{Scheme: scheme(t)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	workloadCfg := e.workload.Config
-	if opts.proxyWorkload {
-		e.workloadProxy, workloadCfg = harness.StartProxy(t, e.workload.Config)
-	}
-	for _, tc := range []localplatform.TargetCluster{
-		{Name: "workload", Purposes: []string{clustersv1alpha1.PURPOSE_WORKLOAD}, Config: workloadCfg},
-		{Name: "mcp", Purposes: []string{clustersv1alpha1.PURPOSE_MCP}, Config: e.mcp.Config},
-	} {
-		if err := lp.AddCluster(tc); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e := &env{opts: opts}
+	cps := make([]types.NamespacedName, 0, len(opts.controlPlanes))
 	for _, cp := range opts.controlPlanes {
-		if err := lp.RegisterControlPlane(ctx, cp, tenantNamespace, "mcp"); err != nil {
-			t.Fatal(err)
+		cps = append(cps, types.NamespacedName{Namespace: tenantNamespace, Name: cp})
+	}
+	po := localenv.PlatformOptions{
+		Clusters:      []string{localenv.PurposeOnboarding, localenv.PurposeWorkload, localenv.PurposeMCP},
+		CRDs:          map[string][]*apiextensionsv1.CustomResourceDefinition{localenv.PurposePlatform: {configCRD}, localenv.PurposeOnboarding: {widgetCRD}},
+		LocalPlatform: opts.platform,
+		ControlPlanes: cps,
+	}
+	if opts.proxyWorkload {
+		po.TargetConfig = func(purpose string, admin *rest.Config) (*rest.Config, error) {
+			if purpose != localenv.PurposeWorkload {
+				return admin, nil
+			}
+			var proxied *rest.Config
+			e.workloadProxy, proxied = harness.StartProxy(t, admin)
+			return proxied, nil
 		}
 	}
+	p := harness.StartPlatform(ctx, t, po)
+	e.platform, e.onboarding, e.workload, e.mcp, e.lp = p.Platform, p.Onboarding, p.Workload, p.MCP, p.Local
+	s := scheme(t)
+	e.pf, e.ob, e.wl, e.mcpc = harness.NewClient(t, e.platform.Config, s), harness.NewClient(t, e.onboarding.Config, s),
+		harness.NewClient(t, e.workload.Config, s), harness.NewClient(t, e.mcp.Config, s)
 	if err := e.ob.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNamespace}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.pf.Create(ctx, &widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: providerName}, Spec: widget.WidgetConfigSpec{Greeting: "hello"}}); err != nil {
 		t.Fatal(err)
 	}
-	runInBackground(ctx, t, "local platform", lp.Start)
 	return e
 }
 
@@ -145,7 +138,7 @@ func (e *env) startRuntime(ctx context.Context, t *testing.T) (stop func()) {
 	}
 	rt := newRuntime(t)
 	o = withTestDefaults(o)
-	return runInBackground(ctx, t, "runtime", func(ctx context.Context) error { return rt.Start(ctx, o) })
+	return harness.Background(ctx, t, "runtime", func(ctx context.Context) error { return rt.Start(ctx, o) })
 }
 
 // newRuntime builds the widget runtime every test here runs.
@@ -177,36 +170,6 @@ func withTestDefaults(o builder.Options) builder.Options {
 	return o
 }
 
-// runInBackground runs fn until the returned stop is called or the test ends, and
-// fails the test if fn returns early with an error.
-func runInBackground(ctx context.Context, t *testing.T, what string, fn func(context.Context) error) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := fn(ctx); err != nil && ctx.Err() == nil {
-			t.Errorf("%s stopped: %v", what, err)
-		}
-	}()
-	stop = func() { cancel(); <-done }
-	t.Cleanup(stop)
-	return stop
-}
-
-// eventually polls cond until it returns nil or the deadline passes; the last error
-// is the failure message.
-func eventually(ctx context.Context, t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		last = cond(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: not reached within %s: %v", what, timeout, last)
-	}
-}
-
 func (e *env) createWidget(ctx context.Context, t *testing.T, name string) client.ObjectKey {
 	t.Helper()
 	w := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: name}, Spec: widget.WidgetSpec{Color: "blue"}}
@@ -220,7 +183,7 @@ func (e *env) createWidget(ctx context.Context, t *testing.T, name string) clien
 func (e *env) wantReady(ctx context.Context, t *testing.T, key client.ObjectKey) *widget.Widget {
 	t.Helper()
 	var got *widget.Widget
-	eventually(ctx, t, 90*time.Second, key.String()+" Ready", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 90*time.Second, key.String()+" Ready", func(ctx context.Context) error {
 		w := &widget.Widget{}
 		if err := e.ob.Get(ctx, key, w); err != nil {
 			return err
@@ -239,7 +202,7 @@ func (e *env) wantReady(ctx context.Context, t *testing.T, key client.ObjectKey)
 func (e *env) wantReason(ctx context.Context, t *testing.T, key client.ObjectKey, reason string) string {
 	t.Helper()
 	var msg string
-	eventually(ctx, t, 90*time.Second, key.String()+" "+reason, func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 90*time.Second, key.String()+" "+reason, func(ctx context.Context) error {
 		w := &widget.Widget{}
 		if err := e.ob.Get(ctx, key, w); err != nil {
 			return err
@@ -288,7 +251,7 @@ func (e *env) counts(ctx context.Context, t *testing.T, managedBy string) count 
 // wantCounts waits until counts(managedBy) equals want.
 func (e *env) wantCounts(ctx context.Context, t *testing.T, managedBy string, want count, timeout time.Duration) {
 	t.Helper()
-	eventually(ctx, t, timeout, "leftovers of "+managedBy, func(ctx context.Context) error {
+	harness.Eventually(ctx, t, timeout, "leftovers of "+managedBy, func(ctx context.Context) error {
 		if got := e.counts(ctx, t, managedBy); got != want {
 			return fmt.Errorf("got %+v, want %+v", got, want)
 		}
@@ -374,7 +337,7 @@ func (e *env) leftovers(ctx context.Context, t *testing.T, controlPlane string, 
 // wantNoLeftovers waits until nothing is left of the tenant.
 func (e *env) wantNoLeftovers(ctx context.Context, t *testing.T, controlPlane string, ids []string, timeout time.Duration) {
 	t.Helper()
-	eventually(ctx, t, timeout, "leftovers of tenant "+controlPlane, func(ctx context.Context) error {
+	harness.Eventually(ctx, t, timeout, "leftovers of tenant "+controlPlane, func(ctx context.Context) error {
 		if got := e.leftovers(ctx, t, controlPlane, ids); got != (leftovers{}) {
 			return fmt.Errorf("left: %+v", got)
 		}
@@ -388,7 +351,7 @@ func (e *env) deleteWidget(ctx context.Context, t *testing.T, key client.ObjectK
 	if err := e.ob.Delete(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, 90*time.Second, key.String()+" gone", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 90*time.Second, key.String()+" gone", func(ctx context.Context) error {
 		if err := e.ob.Get(ctx, key, &widget.Widget{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there (%v)", err)
 		}
