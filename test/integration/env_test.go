@@ -7,20 +7,15 @@ import (
 	"time"
 
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
-	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
-	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
@@ -38,14 +33,6 @@ var MCPPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsR
 	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
 }}}}
 
-// env is one standard-mode platform with the runtime running.
-type env struct {
-	platform, onboarding, workload, mcp *harness.APIServer
-	lp                                  *localplatform.Platform
-	// Admin clients knowing the widget types.
-	pf, ob, wl client.Client
-}
-
 func scheme(t testing.TB) *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clustersv1alpha1.AddToScheme, widget.AddToScheme} {
@@ -56,39 +43,9 @@ func scheme(t testing.TB) *runtime.Scheme {
 	return s
 }
 
-// startEnv starts the platform, the local platform (denying every AccessRequest of a
-// tenant named in deny) and the runtime.
-func startEnv(ctx context.Context, t *testing.T, controlPlanes []string, deny map[string]bool) *env {
+// startRuntime runs the widget runtime against the platform until the test ends.
+func startRuntime(ctx context.Context, t *testing.T, p *harness.Standard) {
 	t.Helper()
-	harness.LogToTest(t)
-	widgetCRD, configCRD, err := widget.CRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cps := make([]types.NamespacedName, 0, len(controlPlanes))
-	for _, cp := range controlPlanes {
-		cps = append(cps, types.NamespacedName{Namespace: tenantNamespace, Name: cp})
-	}
-	p := harness.StartPlatform(ctx, t, localenv.PlatformOptions{
-		Clusters: []string{localenv.PurposeOnboarding, localenv.PurposeWorkload, localenv.PurposeMCP},
-		CRDs:     map[string][]*apiextensionsv1.CustomResourceDefinition{localenv.PurposePlatform: {configCRD}, localenv.PurposeOnboarding: {widgetCRD}},
-		LocalPlatform: localplatform.Options{
-			AccessRequestPolicy: func(_ context.Context, ar *clustersv1alpha1.AccessRequest) localplatform.Decision {
-				if deny[ar.Labels["openmcp.cloud/onboarding-name"]] {
-					return localplatform.Denied("QuotaExceeded", "tenant has no quota for this service")
-				}
-				return localplatform.Decision{}
-			},
-		},
-		ControlPlanes: cps,
-	})
-	e := &env{platform: p.Platform, onboarding: p.Onboarding, workload: p.Workload, mcp: p.MCP, lp: p.Local}
-	s := scheme(t)
-	e.pf, e.ob, e.wl = harness.NewClient(t, e.platform.Config, s), harness.NewClient(t, e.onboarding.Config, s), harness.NewClient(t, e.workload.Config, s)
-	if err := e.onboarding.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNamespace}}); err != nil {
-		t.Fatal(err)
-	}
-
 	rt, err := builder.ServiceProvider[*widget.Widget](providerName, scheme(t)).
 		For(&widget.Widget{}).
 		WithProviderConfig(&widget.WidgetConfig{}).
@@ -100,11 +57,10 @@ func startEnv(ctx context.Context, t *testing.T, controlPlanes []string, deny ma
 	}
 	harness.Background(ctx, t, "runtime", func(ctx context.Context) error {
 		return rt.Start(ctx, builder.Options{
-			Platform: e.platform.Config, Onboarding: e.onboarding.Config, Namespace: "default",
+			Platform: p.Platform.Platform.Config, Onboarding: p.Onboarding.Config, Namespace: "default",
 			RetryInterval: time.Second,
 		})
 	})
-	return e
 }
 
 const tenantNamespace = "tenants"

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
@@ -25,8 +26,26 @@ import (
 // cluster, asserting on what a tenant and an operator would read.
 func TestStandardMode(t *testing.T) {
 	ctx := t.Context()
-	e := startEnv(ctx, t, []string{"alpha", "beta", "denied"}, map[string]bool{"denied": true})
-	ob, wl, pf := e.ob, e.wl, e.pf
+	widgetCRD, configCRD, err := widget.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	harness.LogToTest(t)
+	// The local platform denies every AccessRequest of the tenant "denied".
+	p := harness.StartStandard(ctx, t, harness.StandardOptions{
+		ConfigCRD: configCRD, ServiceCRD: widgetCRD, Scheme: scheme(t),
+		TenantNamespace: tenantNamespace, ControlPlanes: []string{"alpha", "beta", "denied"},
+		LocalPlatform: localplatform.Options{
+			AccessRequestPolicy: func(_ context.Context, ar *clustersv1alpha1.AccessRequest) localplatform.Decision {
+				if ar.Labels["openmcp.cloud/onboarding-name"] == "denied" {
+					return localplatform.Denied("QuotaExceeded", "tenant has no quota for this service")
+				}
+				return localplatform.Decision{}
+			},
+		},
+	})
+	startRuntime(ctx, t, p)
+	ob, wl, pf := p.Onboarding.Client, p.Workload.Client, p.Platform.Platform.Client
 	alpha := client.ObjectKey{Namespace: tenantNamespace, Name: "alpha"}
 	beta := client.ObjectKey{Namespace: tenantNamespace, Name: "beta"}
 
@@ -93,8 +112,8 @@ func TestStandardMode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.TrimSuffix(cfg.Host, "/") != strings.TrimSuffix(e.mcp.Config.Host, "/") {
-			t.Errorf("worker kubeconfig points at %s, want the MCP %s", cfg.Host, e.mcp.Config.Host)
+		if strings.TrimSuffix(cfg.Host, "/") != strings.TrimSuffix(p.MCP.Config.Host, "/") {
+			t.Errorf("worker kubeconfig points at %s, want the MCP %s", cfg.Host, p.MCP.Config.Host)
 		}
 		mcpClient, err := client.New(cfg, client.Options{})
 		if err != nil {

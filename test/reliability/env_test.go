@@ -27,8 +27,6 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 const (
@@ -91,34 +89,14 @@ func startEnv(ctx context.Context, t *testing.T, opts envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{opts: opts}
-	cps := make([]types.NamespacedName, 0, len(opts.controlPlanes))
-	for _, cp := range opts.controlPlanes {
-		cps = append(cps, types.NamespacedName{Namespace: tenantNamespace, Name: cp})
-	}
-	po := localenv.PlatformOptions{
-		Clusters:      []string{localenv.PurposeOnboarding, localenv.PurposeWorkload, localenv.PurposeMCP},
-		CRDs:          map[string][]*apiextensionsv1.CustomResourceDefinition{localenv.PurposePlatform: {configCRD}, localenv.PurposeOnboarding: {widgetCRD}},
-		LocalPlatform: opts.platform,
-		ControlPlanes: cps,
-	}
-	if opts.proxyWorkload {
-		po.TargetConfig = func(purpose string, admin *rest.Config) (*rest.Config, error) {
-			if purpose != localenv.PurposeWorkload {
-				return admin, nil
-			}
-			var proxied *rest.Config
-			e.workloadProxy, proxied = harness.StartProxy(t, admin)
-			return proxied, nil
-		}
-	}
-	p := harness.StartPlatform(ctx, t, po)
-	e.platform, e.onboarding, e.workload, e.mcp, e.lp = p.Platform, p.Onboarding, p.Workload, p.MCP, p.Local
-	s := scheme(t)
-	e.pf, e.ob, e.wl, e.mcpc = harness.NewClient(t, e.platform.Config, s), harness.NewClient(t, e.onboarding.Config, s),
-		harness.NewClient(t, e.workload.Config, s), harness.NewClient(t, e.mcp.Config, s)
-	if err := e.ob.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNamespace}}); err != nil {
-		t.Fatal(err)
+	p := harness.StartStandard(ctx, t, harness.StandardOptions{
+		ConfigCRD: configCRD, ServiceCRD: widgetCRD, Scheme: scheme(t),
+		TenantNamespace: tenantNamespace, ControlPlanes: opts.controlPlanes,
+		LocalPlatform: opts.platform, ProxyWorkload: opts.proxyWorkload,
+	})
+	e := &env{opts: opts, workloadProxy: p.WorkloadProxy, lp: p.Local,
+		platform: p.Platform.Platform, onboarding: p.Onboarding, workload: p.Workload, mcp: p.MCP,
+		pf: p.Platform.Platform.Client, ob: p.Onboarding.Client, wl: p.Workload.Client, mcpc: p.MCP.Client,
 	}
 	if err := e.pf.Create(ctx, &widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: providerName}, Spec: widget.WidgetConfigSpec{Greeting: "hello"}}); err != nil {
 		t.Fatal(err)
