@@ -56,6 +56,7 @@ func (s *APIServer) Kubeconfig() []byte { return slices.Clone(s.env.KubeConfig) 
 func (s *APIServer) Stop() error {
 	s.stopOnce.Do(func() {
 		s.thread.do(func() { s.stopErr = s.env.Stop() })
+		s.thread.close()
 	})
 	if s.stopErr != nil {
 		return fmt.Errorf("stopping the %s API server: %w", s.Name, s.stopErr)
@@ -81,7 +82,9 @@ func (e *Env) StartAPIServer(name string, crds []*apiextensionsv1.CustomResource
 	if err != nil {
 		return nil, err
 	}
-	s := &APIServer{Name: name, thread: e.thread, env: &envtest.Environment{
+	// A thread of its own: envtest's start holds it until the server is ready, and kcp
+	// or another server may start meanwhile.
+	s := &APIServer{Name: name, thread: newPinnedThread(), env: &envtest.Environment{
 		// Explicit paths: KUBEBUILDER_ASSETS or TEST_ASSET_* in the user's environment
 		// would otherwise take precedence.
 		BinaryAssetsDirectory: e.Assets,
@@ -99,9 +102,10 @@ func (e *Env) StartAPIServer(name string, crds []*apiextensionsv1.CustomResource
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}}
 	// envtest forks on the calling goroutine: use the pinned thread, so the wrapper's
-	// parent-death signal is tied to a thread that lives as long as the Env.
-	e.thread.do(func() { s.Config, err = s.env.Start() })
+	// parent-death signal is tied to a thread that lives as long as the server.
+	s.thread.do(func() { s.Config, err = s.env.Start() })
 	if err != nil {
+		s.thread.close()
 		_ = logFile.Close()
 		return nil, fmt.Errorf("starting the %s API server: %w\n%s", name, err, LogTail(logFile.Name(), 20))
 	}

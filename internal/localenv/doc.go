@@ -17,9 +17,9 @@
 //     removes once its process is gone.
 //   - No process outlives its starter. Each one is started in its own process group
 //     (so a Ctrl-C in the terminal reaches only the starter, which then stops them in
-//     order) from one goroutine whose OS thread stays locked for the Env's lifetime,
-//     with the kernel's parent-death signal set to SIGKILL (Linux): if the starter
-//     dies without stopping them, the kernel kills them. envtest forks etcd and
+//     order) from a goroutine whose OS thread stays locked as long as they run, with
+//     the kernel's parent-death signal set to SIGKILL (Linux): if the starter dies
+//     without stopping them, the kernel kills them. envtest forks etcd and
 //     kube-apiserver itself, so it gets wrapper scripts that set the same signal
 //     through setpriv(1) before executing the real binaries.
 //   - Stop stops everything in the reverse order of starting, asking each process
