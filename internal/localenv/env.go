@@ -23,9 +23,9 @@ const AssetsEnv = "KSP_TEST_ASSETS"
 // requiredBinaries are what an Env starts or hands to the user.
 var requiredBinaries = []string{"kcp", "kube-apiserver", "etcd", "kubectl"}
 
-// Env owns every process it started and the state folder they write into.
+// Env owns every process it started and the folder they write into.
 type Env struct {
-	// Dir is the state folder.
+	// Dir is the folder every file of the Env goes into.
 	Dir string
 	// Assets is the folder holding the server binaries.
 	Assets string
@@ -95,7 +95,8 @@ func (e *Env) onStop(name string, stop func() error) {
 }
 
 // StartProcess starts a helper process (path with args and extra environment), with
-// its output in logs/<name>.log. Stop terminates it (SIGTERM, SIGKILL after grace).
+// its output in logs/<name>.log. Stop terminates it (SIGTERM, SIGKILL after grace;
+// with no grace, SIGKILL at once).
 func (e *Env) StartProcess(name, path string, args, env []string, grace time.Duration) (*Process, error) {
 	cmd := exec.Command(path, args...)
 	cmd.Dir = e.Dir

@@ -102,10 +102,14 @@ func (p *Process) Kill() error {
 }
 
 // StopWith sends sig to the process group and waits up to grace for the process to
-// exit, then kills it. Stopping an exited process does nothing.
+// exit, then kills it. With no grace it kills at once (a process meant to die
+// mid-work). Stopping an exited process does nothing.
 func (p *Process) StopWith(sig syscall.Signal, grace time.Duration) error {
 	if p.Exited() {
 		return nil
+	}
+	if grace <= 0 {
+		return p.Kill()
 	}
 	if err := p.Signal(sig); err != nil {
 		return err
