@@ -89,6 +89,10 @@ type tenant struct {
 
 // runKCP measures kcp mode with n tenant workspaces on a fresh kcp.
 func runKCP(ctx context.Context, env *localenv.Env, n int, opts benchOptions) (*kcpResult, error) {
+	// Ends the watches of this run before its servers stop: an open watch holds up a
+	// kube-apiserver's shutdown.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	res := &kcpResult{n: n}
 	e, err := startKCPEnv(ctx, env)
 	if err != nil {

@@ -22,6 +22,10 @@ const tenantNamespace = "tenants"
 // runStandard measures one runtime ("this" or "peer") in standard mode serving n
 // Widgets on fresh API servers.
 func runStandard(ctx context.Context, env *localenv.Env, which string, n int, opts benchOptions) (phase, error) {
+	// Ends the watches of this run before its servers stop: an open watch holds up a
+	// kube-apiserver's shutdown.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	p := phase{n: n}
 	widgetCRD, configCRD, err := widget.CRDs()
 	if err != nil {
