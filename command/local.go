@@ -254,7 +254,7 @@ func (o *localOptions) serve(ctx context.Context, out io.Writer, repo, state str
 	}()
 
 	l := &localRun{opts: o, out: out, repo: repo, state: state, assets: assets, env: env, log: logger,
-		p: &progress{out: out, total: 6}}
+		p: &progress{out: out, total: 5}}
 	if err := l.start(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // interrupted while starting
@@ -268,7 +268,7 @@ func (o *localOptions) serve(ctx context.Context, out io.Writer, repo, state str
 		return nil
 	case <-l.runProc.Done():
 		return fmt.Errorf("run exited: %v\n%s", l.runProc.Err(), localenv.LogTail(l.runProc.Log, 20))
-	case err := <-l.platformErr:
-		return fmt.Errorf("local platform stopped: %w", err)
+	case err := <-l.platform.Failed():
+		return err
 	}
 }

@@ -3,31 +3,72 @@ package localenv
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/openmcp-project/openmcp-operator/api/crds"
 )
 
-// APIServer is a running Kubernetes API server (etcd and kube-apiserver).
+// The openMCP cluster purposes an APIServer can stand in for. A CRD's label
+// openmcp.cloud/cluster names the purpose of the clusters it is installed on.
+const (
+	// PurposePlatform is the cluster providers run on: ClusterRequests,
+	// AccessRequests, Clusters, ServiceProviders, ProviderConfigs.
+	PurposePlatform = "platform"
+	// PurposeOnboarding is where tenants create ControlPlanes and, in standard mode,
+	// Service API objects.
+	PurposeOnboarding = "onboarding"
+	// PurposeWorkload is a shared cluster where service workers run.
+	PurposeWorkload = "workload"
+	// PurposeMCP is one tenant's ControlPlane cluster.
+	PurposeMCP = "mcp"
+)
+
+// purposeLabel is the CRD label that names the cluster purpose a CRD belongs to.
+const purposeLabel = "openmcp.cloud/cluster"
+
+// APIServer is a running Kubernetes API server (etcd and kube-apiserver). It
+// authorizes with RBAC and serves TokenRequest and SelfSubjectReview.
 type APIServer struct {
 	// Name of the cluster it stands in for, e.g. "platform".
 	Name string
 	// Config is admin (system:masters) access.
 	Config *rest.Config
-	// Kubeconfig is the same access as a self-contained kubeconfig.
-	Kubeconfig []byte
+
+	env      *envtest.Environment
+	thread   *pinnedThread
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Kubeconfig returns a kubeconfig with the server's CA and admin client certificate
+// embedded, for handing to another process.
+func (s *APIServer) Kubeconfig() []byte { return slices.Clone(s.env.KubeConfig) }
+
+// Stop stops kube-apiserver and etcd. Stopping twice does nothing.
+func (s *APIServer) Stop() error {
+	s.stopOnce.Do(func() {
+		s.thread.do(func() { s.stopErr = s.env.Stop() })
+		s.thread.close()
+	})
+	if s.stopErr != nil {
+		return fmt.Errorf("stopping the %s API server: %w", s.Name, s.stopErr)
+	}
+	return nil
 }
 
 // StartAPIServer starts etcd and kube-apiserver for the cluster called name, installs
-// crds and returns once they are served. Its files go into <state>/<name>.
+// crds and returns once they are served. Its files go into <dir>/<name>, its output
+// into logs/<name>.log.
 func (e *Env) StartAPIServer(name string, crds []*apiextensionsv1.CustomResourceDefinition) (*APIServer, error) {
-	etcd, apiServer, err := e.wrappers()
+	etcd, apiServer, err := e.envtestBinaries()
 	if err != nil {
 		return nil, err
 	}
@@ -37,13 +78,15 @@ func (e *Env) StartAPIServer(name string, crds []*apiextensionsv1.CustomResource
 			return nil, fmt.Errorf("creating %s: %w", d, err)
 		}
 	}
-	logFile, err := os.OpenFile(e.LogPath(name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logFile, err := e.openLog(name)
 	if err != nil {
-		return nil, fmt.Errorf("opening log of %s: %w", name, err)
+		return nil, err
 	}
-	env := &envtest.Environment{
-		// Explicit paths: KUBEBUILDER_ASSETS in the user's environment would otherwise
-		// take precedence.
+	// A thread of its own: envtest's start holds it until the server is ready, and kcp
+	// or another server may start meanwhile.
+	s := &APIServer{Name: name, thread: newPinnedThread(), env: &envtest.Environment{
+		// Explicit paths: KUBEBUILDER_ASSETS or TEST_ASSET_* in the user's environment
+		// would otherwise take precedence.
 		BinaryAssetsDirectory: e.Assets,
 		ControlPlane: envtest.ControlPlane{
 			Etcd: &envtest.Etcd{Path: etcd, DataDir: filepath.Join(dir, "etcd"), Out: logFile, Err: logFile},
@@ -57,60 +100,51 @@ func (e *Env) StartAPIServer(name string, crds []*apiextensionsv1.CustomResource
 		CRDs:                     slices.Clone(crds),
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  30 * time.Second,
-	}
-	var cfg *rest.Config
+	}}
 	// envtest forks on the calling goroutine: use the pinned thread, so the wrapper's
-	// parent-death signal is tied to a thread that lives as long as the Env.
-	e.thread.do(func() { cfg, err = env.Start() })
+	// parent-death signal is tied to a thread that lives as long as the server.
+	s.thread.do(func() { s.Config, err = s.env.Start() })
 	if err != nil {
+		s.thread.close()
 		_ = logFile.Close()
-		return nil, fmt.Errorf("starting the %s API server: %w\n%s", name, err, LogTail(e.LogPath(name), 20))
+		return nil, fmt.Errorf("starting the %s API server: %w\n%s", name, err, LogTail(logFile.Name(), 20))
 	}
 	e.onStop(name+" API server", func() error {
-		var err error
-		e.thread.do(func() { err = env.Stop() })
-		_ = logFile.Close()
-		return err
+		defer logFile.Close()
+		return s.Stop()
 	})
-	cfg.QPS, cfg.Burst = 50, 100
-	return &APIServer{Name: name, Config: cfg, Kubeconfig: slices.Clone(env.KubeConfig)}, nil
+	// Callers create objects in bursts; client-go's default of 5 QPS would make them
+	// wait on the client instead of the server.
+	s.Config.QPS, s.Config.Burst = 100, 200
+	return s, nil
 }
 
-// wrappers returns the paths envtest should start for etcd and kube-apiserver: small
-// scripts that exec setpriv(1), which sets the parent-death signal and then execs the
-// real binary, keeping the process id (so envtest's own stop still works).
-func (e *Env) wrappers() (etcd, apiServer string, err error) {
-	dir := filepath.Join(e.Dir, "wrappers")
-	etcd, apiServer = filepath.Join(dir, "etcd"), filepath.Join(dir, "kube-apiserver")
-	if _, err := os.Stat(apiServer); err == nil {
-		return etcd, apiServer, nil
-	}
-	setpriv, err := exec.LookPath("setpriv")
+// OpenMCPCRDs returns openmcp-operator's CRDs (api/crds) labelled with the purpose:
+// what a cluster of that purpose has installed.
+func OpenMCPCRDs(purpose string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	all, err := crds.CRDs()
 	if err != nil {
-		return "", "", errNoSetpriv
+		return nil, fmt.Errorf("reading openMCP CRDs: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", "", fmt.Errorf("creating wrapper folder: %w", err)
-	}
-	for _, name := range []string{"etcd", "kube-apiserver"} {
-		script := "#!/bin/sh\n" +
-			"# Written by kcp-serviceprovider local: the server dies with the command.\n" +
-			"exec " + shellQuote(setpriv) + " --pdeathsig KILL -- " +
-			shellQuote(filepath.Join(e.Assets, name)) + " \"$@\"\n"
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o700); err != nil {
-			return "", "", fmt.Errorf("writing wrapper for %s: %w", name, err)
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, crd := range all {
+		if crd.Labels[purposeLabel] == purpose {
+			out = append(out, crd)
 		}
 	}
-	return etcd, apiServer, nil
+	return out, nil
 }
 
-// WriteFile writes data into the state folder (relative paths are taken from it).
+// WriteFile writes data into the Env's folder (relative paths are taken from it).
 func (e *Env) WriteFile(path string, data []byte) (string, error) {
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(e.Dir, path)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return "", err
+		return "", fmt.Errorf("creating the folder of %s: %w", path, err)
 	}
-	return path, os.WriteFile(path, data, 0o600)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	return path, nil
 }

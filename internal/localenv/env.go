@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,9 +23,9 @@ const AssetsEnv = "KSP_TEST_ASSETS"
 // requiredBinaries are what an Env starts or hands to the user.
 var requiredBinaries = []string{"kcp", "kube-apiserver", "etcd", "kubectl"}
 
-// Env owns every process it started and the state folder they write into.
+// Env owns every process it started and the folder they write into.
 type Env struct {
-	// Dir is the state folder.
+	// Dir is the folder every file of the Env goes into.
 	Dir string
 	// Assets is the folder holding the server binaries.
 	Assets string
@@ -34,6 +35,7 @@ type Env struct {
 
 	mu    sync.Mutex
 	stops []stopper
+	logs  []string
 }
 
 type stopper struct {
@@ -58,6 +60,28 @@ func New(dir, assets string) (*Env, error) {
 // LogPath is the log file of a component.
 func (e *Env) LogPath(name string) string { return filepath.Join(e.Dir, "logs", name+".log") }
 
+// Logs lists the log files of what the Env started, oldest first.
+func (e *Env) Logs() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.logs)
+}
+
+// openLog opens (appending) the log file of a component and remembers it for Logs.
+func (e *Env) openLog(name string) (*os.File, error) {
+	path := e.LogPath(name)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening log of %s: %w", name, err)
+	}
+	e.mu.Lock()
+	if !slices.Contains(e.logs, path) {
+		e.logs = append(e.logs, path)
+	}
+	e.mu.Unlock()
+	return f, nil
+}
+
 // KubeconfigPath is where a kubeconfig of the given name is written.
 func (e *Env) KubeconfigPath(name string) string {
 	return filepath.Join(e.Dir, "kubeconfigs", name+".kubeconfig")
@@ -71,12 +95,13 @@ func (e *Env) onStop(name string, stop func() error) {
 }
 
 // StartProcess starts a helper process (path with args and extra environment), with
-// its output in logs/<name>.log. Stop terminates it (SIGTERM, SIGKILL after grace).
+// its output in logs/<name>.log. Stop terminates it (SIGTERM, SIGKILL after grace;
+// with no grace, SIGKILL at once).
 func (e *Env) StartProcess(name, path string, args, env []string, grace time.Duration) (*Process, error) {
 	cmd := exec.Command(path, args...)
 	cmd.Dir = e.Dir
 	cmd.Env = MergeEnv(os.Environ(), env...)
-	p, err := e.startProcess(name, e.LogPath(name), cmd)
+	p, err := e.startProcess(name, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -120,17 +145,30 @@ func CheckAssets(dir string) error {
 	return nil
 }
 
+// AssetsDir returns the folder named by KSP_TEST_ASSETS after checking that it holds
+// every binary an Env starts. The error says which ones are missing.
+func AssetsDir() (string, error) {
+	dir := os.Getenv(AssetsEnv)
+	if dir == "" {
+		return "", fmt.Errorf("%s is not set", AssetsEnv)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("resolving %s=%q: %w", AssetsEnv, dir, err)
+	}
+	if err := CheckAssets(abs); err != nil {
+		return "", fmt.Errorf("%s=%w", AssetsEnv, err)
+	}
+	return abs, nil
+}
+
 // FindAssets returns the folder with the server binaries: $KSP_TEST_ASSETS when set,
 // otherwise what hack/test-binaries.sh (under repoRoot) prints, which builds them into
 // the user's cache on first use (about 20 minutes) and answers at once afterwards.
 // The script's progress goes to progress.
 func FindAssets(ctx context.Context, repoRoot string, progress io.Writer) (string, error) {
-	if dir := os.Getenv(AssetsEnv); dir != "" {
-		abs, err := filepath.Abs(dir)
-		if err != nil {
-			return "", fmt.Errorf("resolving %s: %w", AssetsEnv, err)
-		}
-		return abs, CheckAssets(abs)
+	if os.Getenv(AssetsEnv) != "" {
+		return AssetsDir()
 	}
 	script := filepath.Join(repoRoot, "hack", "test-binaries.sh")
 	if _, err := os.Stat(script); err != nil {
@@ -162,7 +200,8 @@ func FindAssets(ctx context.Context, repoRoot string, progress io.Writer) (strin
 	return dir, CheckAssets(dir)
 }
 
-// FreePorts returns n distinct ports that were free on 127.0.0.1 a moment ago.
+// FreePorts returns n distinct ports that were free on 127.0.0.1 a moment ago. They
+// are held open together so the kernel does not hand out one twice.
 func FreePorts(n int) ([]int, error) {
 	var listeners []net.Listener
 	defer func() {

@@ -1,6 +1,7 @@
 package localenv
 
 import (
+	"os"
 	"reflect"
 	"testing"
 )
@@ -13,4 +14,13 @@ func TestMergeEnv(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("MergeEnv = %q, want %q", got, want)
 	}
+}
+
+// TestMain removes the run folders of test binaries that died before their cleanup,
+// and this binary's own at the end.
+func TestMain(m *testing.M) {
+	SweepStaleRunDirs()
+	code := m.Run()
+	RemoveRunDir()
+	os.Exit(code)
 }

@@ -13,8 +13,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/kcp-dev/logicalcluster/v3"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -22,88 +24,161 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
 )
 
-// kcpStopGrace is how long kcp may take to shut down before it is killed.
-const kcpStopGrace = 30 * time.Second
+const (
+	// kcpStartTimeout bounds the wait for /readyz. kcp needs about 30 s on an idle
+	// two-core machine; the margin covers a machine shared with other runs.
+	kcpStartTimeout = 3 * time.Minute
+	// kcpStopGrace is how long kcp may take to shut down before it is killed.
+	kcpStopGrace = 30 * time.Second
+	// kcpStartAttempts bounds retries when a free port was taken between picking it
+	// and kcp binding it (another process on the machine may do the same).
+	kcpStartAttempts = 3
+	// startMarker begins the log of each start of kcp in its log file.
+	startMarker = "=== localenv: starting "
+)
 
 // adminUser is the local kcp administrator, authenticated by a static token in kcp's
 // global admin group. Why not kcp's own admin.kubeconfig: kcp-admin gets a new token
-// at every start, and shard-admin is in system:masters, whose workspaces kcp creates
-// without an owner so that they never become Ready.
+// at every start, which would break configs handed out before a Restart, and
+// shard-admin is in system:masters, whose workspaces kcp creates without an owner, so
+// their default APIBindings are never initialised and they never become Ready.
 const (
 	adminUser  = "local-admin"
 	adminGroup = "system:kcp:admin"
 )
 
-// KCP is a running kcp server.
+// KCP is a running kcp server (one shard, embedded etcd).
 type KCP struct {
-	// URL is the base URL, https://127.0.0.1:<port>, without a workspace path.
-	URL string
+	// Log is kcp's log file.
+	Log string
 
-	caData []byte
-	token  string
+	env       *Env
+	dir       string // root directory, token file
+	rootDir   string
+	tokenFile string
+	token     string
+	opts      KCPOptions
+
+	mu     sync.Mutex
+	port   int      // secure port, kept across Restart
+	args   []string // arguments of the current ports, kept across Restart
 	proc   *Process
+	caData []byte
 }
 
 // KCPOptions configure StartKCP.
 type KCPOptions struct {
-	// FeatureGates, e.g. "GlobalServiceAccount=true".
+	// FeatureGates, e.g. "GlobalServiceAccount=true" (lets a ServiceAccount of one
+	// workspace be named as a user in another).
 	FeatureGates []string
-	// Timeout bounds the wait for /readyz. Default 3 minutes.
-	Timeout time.Duration
+	// Args are appended to `kcp start`.
+	Args []string
 }
 
-// StartKCP starts `kcp start` with its root directory in the state folder, on free
-// ports of 127.0.0.1, and returns once /readyz answers 200.
+// StartKCP starts `kcp start` with its root directory in <dir>/kcp, on free ports of
+// 127.0.0.1, and returns once /readyz answers 200.
 func (e *Env) StartKCP(ctx context.Context, opts KCPOptions) (*KCP, error) {
-	if opts.Timeout == 0 {
-		opts.Timeout = 3 * time.Minute
-	}
-	dir := filepath.Join(e.Dir, "kcp")
-	root := filepath.Join(dir, "root")
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return nil, fmt.Errorf("creating kcp root directory: %w", err)
+	k := &KCP{env: e, opts: opts, dir: filepath.Join(e.Dir, "kcp"), Log: e.LogPath("kcp")}
+	k.rootDir = filepath.Join(k.dir, "root")
+	k.tokenFile = filepath.Join(k.dir, "tokens.csv")
+	if err := os.MkdirAll(k.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating kcp's folder: %w", err)
 	}
 	b := make([]byte, 24)
 	if _, err := rand.Read(b); err != nil {
 		return nil, fmt.Errorf("generating the kcp admin token: %w", err)
 	}
-	k := &KCP{token: hex.EncodeToString(b)}
-	tokenFile := filepath.Join(dir, "tokens.csv")
-	if err := os.WriteFile(tokenFile, fmt.Appendf(nil, "%s,%s,%s,%q\n", k.token, adminUser, adminUser, adminGroup), 0o600); err != nil {
+	k.token = hex.EncodeToString(b)
+	// --token-auth-file: token,user,uid,"group"
+	if err := os.WriteFile(k.tokenFile, fmt.Appendf(nil, "%s,%s,%s,%q\n", k.token, adminUser, adminUser, adminGroup), 0o600); err != nil {
 		return nil, fmt.Errorf("writing the kcp token file: %w", err)
 	}
+	// Registered before the start, so a failed or interrupted start is stopped too.
+	e.onStop("kcp", k.Stop)
+	for attempt := 1; ; attempt++ {
+		err := k.startOnFreePorts(ctx)
+		if err == nil {
+			return k, nil
+		}
+		if attempt < kcpStartAttempts && k.portTaken() {
+			continue
+		}
+		return nil, fmt.Errorf("starting kcp: %w\n%s", err, LogTail(k.Log, 20))
+	}
+}
+
+// startOnFreePorts picks new ports and starts kcp with an empty root directory.
+func (k *KCP) startOnFreePorts(ctx context.Context) error {
 	ports, err := FreePorts(3)
 	if err != nil {
-		return nil, err
+		return err
+	}
+	// A previous attempt may have initialised etcd with other ports.
+	if err := os.RemoveAll(k.rootDir); err != nil {
+		return fmt.Errorf("clearing the root directory: %w", err)
+	}
+	if err := os.MkdirAll(k.rootDir, 0o700); err != nil {
+		return fmt.Errorf("creating the root directory: %w", err)
 	}
 	args := []string{
 		"start",
-		"--root-directory=" + root,
+		"--root-directory=" + k.rootDir,
 		"--bind-address=127.0.0.1",
 		"--external-hostname=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(ports[0]),
 		"--embedded-etcd-client-port=" + strconv.Itoa(ports[1]),
 		"--embedded-etcd-peer-port=" + strconv.Itoa(ports[2]),
-		"--token-auth-file=" + tokenFile,
+		"--token-auth-file=" + k.tokenFile,
 	}
-	if len(opts.FeatureGates) > 0 {
-		args = append(args, "--feature-gates="+strings.Join(opts.FeatureGates, ","))
+	if len(k.opts.FeatureGates) > 0 {
+		args = append(args, "--feature-gates="+strings.Join(k.opts.FeatureGates, ","))
 	}
-	cmd := exec.Command(filepath.Join(e.Assets, "kcp"), args...)
-	cmd.Dir = dir
-	k.proc, err = e.startProcess("kcp", e.LogPath("kcp"), cmd)
-	if err != nil {
-		return nil, err
-	}
-	e.onStop("kcp", func() error { return k.proc.Stop(kcpStopGrace) })
-	k.URL = "https://127.0.0.1:" + strconv.Itoa(ports[0])
+	args = append(args, k.opts.Args...)
+	k.mu.Lock()
+	k.port, k.args = ports[0], args
+	k.mu.Unlock()
+	return k.start(ctx)
+}
 
+// start runs kcp with the current arguments and waits for /readyz.
+func (k *KCP) start(ctx context.Context) error {
+	k.mu.Lock()
+	args := k.args
+	k.mu.Unlock()
+	binary := filepath.Join(k.env.Assets, "kcp")
+	logFile, err := k.env.openLog("kcp")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logFile, "%s%s %s\n", startMarker, binary, strings.Join(args, " "))
+	_ = logFile.Close()
+
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = k.dir
+	proc, err := k.env.startProcess("kcp", cmd)
+	if err != nil {
+		return err
+	}
+	k.mu.Lock()
+	k.proc = proc
+	k.mu.Unlock()
+	if err := k.waitReady(ctx, proc); err != nil {
+		// Leave nothing half-started behind; the error says what happened.
+		_ = proc.Stop(5 * time.Second)
+		return err
+	}
+	return nil
+}
+
+// waitReady polls /readyz with kcp's CA (from the admin.kubeconfig it writes at
+// start-up) and the Env's own admin token.
+func (k *KCP) waitReady(ctx context.Context, proc *Process) error {
 	var last string
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, opts.Timeout, true, func(ctx context.Context) (bool, error) {
-		if k.proc.Err() != nil || isClosed(k.proc.Done()) {
-			return false, fmt.Errorf("kcp exited before it was ready: %v", k.proc.Err())
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, kcpStartTimeout, true, func(ctx context.Context) (bool, error) {
+		if proc.Exited() {
+			return false, fmt.Errorf("kcp exited before it was ready: %v", proc.Err())
 		}
-		raw, err := clientcmd.LoadFromFile(filepath.Join(root, "admin.kubeconfig"))
+		raw, err := clientcmd.LoadFromFile(filepath.Join(k.rootDir, "admin.kubeconfig"))
 		if err != nil {
 			last = "admin.kubeconfig not written yet"
 			return false, nil
@@ -113,8 +188,10 @@ func (e *Env) StartKCP(ctx context.Context, opts KCPOptions) (*KCP, error) {
 			last = "admin.kubeconfig has no CA yet"
 			return false, nil
 		}
+		k.mu.Lock()
 		k.caData = base.CertificateAuthorityData
-		status, err := get(ctx, k.ConfigFor("root"), "/readyz")
+		k.mu.Unlock()
+		status, err := get(ctx, k.AdminConfig(), "/readyz")
 		if err != nil {
 			last = err.Error()
 			return false, nil
@@ -126,39 +203,102 @@ func (e *Env) StartKCP(ctx context.Context, opts KCPOptions) (*KCP, error) {
 		return true, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("kcp not ready (last: %s): %w\n%s", last, err, LogTail(k.proc.Log, 20))
+		if proc.Exited() {
+			return fmt.Errorf("kcp exited before it was ready: %v", proc.Err())
+		}
+		return fmt.Errorf("kcp not ready within %s (last: %s): %w", kcpStartTimeout, last, err)
 	}
-	return k, nil
+	return nil
 }
 
-func isClosed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
+// portTaken reports whether kcp's log of the latest start says a port was in use.
+func (k *KCP) portTaken() bool {
+	data, err := os.ReadFile(k.Log)
+	if err != nil {
 		return false
 	}
+	log := string(data)
+	if i := strings.LastIndex(log, startMarker); i >= 0 {
+		log = log[i:]
+	}
+	return strings.Contains(log, "address already in use")
 }
 
-// ConfigFor returns admin access to the workspace at path (e.g. root:providers).
-func (k *KCP) ConfigFor(path string) *rest.Config {
+// URL is kcp's base URL, https://127.0.0.1:<port>, without a workspace path.
+func (k *KCP) URL() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return "https://127.0.0.1:" + strconv.Itoa(k.port)
+}
+
+// AdminConfig returns admin access to the root workspace (a new copy on each call):
+// a user in kcp's global admin group system:kcp:admin, whose token stays valid
+// across Restart.
+func (k *KCP) AdminConfig() *rest.Config {
+	return k.ConfigFor(logicalcluster.NewPath("root"))
+}
+
+// ConfigFor returns admin access to the workspace at path (for example
+// root:provider) or to a logical cluster by name: kcp accepts both after /clusters/.
+func (k *KCP) ConfigFor(path logicalcluster.Path) *rest.Config {
+	k.mu.Lock()
+	ca := k.caData
+	k.mu.Unlock()
 	cfg := &rest.Config{
-		Host:            k.URL + "/clusters/" + path,
+		Host:            k.URL() + path.RequestPath(),
 		BearerToken:     k.token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: k.caData},
+		TLSClientConfig: rest.TLSClientConfig{CAData: ca},
 	}
-	cfg.QPS, cfg.Burst = 50, 100
+	// Callers create workspaces and bindings in bursts; client-go's default of 5 QPS
+	// would make them wait on the client instead of kcp.
+	cfg.QPS, cfg.Burst = 100, 200
 	return cfg
 }
 
-// Kubeconfig writes an admin kubeconfig with one context per workspace path
+// Kubeconfig renders an admin kubeconfig with one context per workspace path
 // (context name -> path); current names the current context.
 func (k *KCP) Kubeconfig(contexts map[string]string, current string) ([]byte, error) {
+	k.mu.Lock()
+	ca := k.caData
+	k.mu.Unlock()
 	servers := make(map[string]kubeconfig.Server, len(contexts))
 	for name, path := range contexts {
-		servers[name] = kubeconfig.Server{URL: k.URL + "/clusters/" + path, CAData: k.caData}
+		servers[name] = kubeconfig.Server{URL: k.URL() + "/clusters/" + path, CAData: ca}
 	}
 	return kubeconfig.RenderContexts("admin", k.token, servers, current)
+}
+
+// Stop stops kcp (SIGTERM, SIGKILL after 30 s). Its files stay, so Restart can bring
+// it back. Stopping a stopped kcp does nothing.
+func (k *KCP) Stop() error { return k.stopWithin(kcpStopGrace) }
+
+func (k *KCP) stopWithin(grace time.Duration) error {
+	k.mu.Lock()
+	proc := k.proc
+	k.mu.Unlock()
+	if proc == nil {
+		return nil
+	}
+	if err := proc.Stop(grace); err != nil {
+		return fmt.Errorf("stopping kcp: %w", err)
+	}
+	return nil
+}
+
+// Restart stops kcp and starts it again with the same root directory, ports and
+// arguments, then waits until it is ready. Clients keep their configs: the address,
+// the serving certificate and the admin token stay the same.
+func (k *KCP) Restart(ctx context.Context) error {
+	// kcp holding clients' watches open may outlast a short grace period; being
+	// killed then is a harder stop, still a restart.
+	var killed *KilledError
+	if err := k.stopWithin(10 * time.Second); err != nil && !errors.As(err, &killed) {
+		return fmt.Errorf("restarting kcp: %w", err)
+	}
+	if err := k.start(ctx); err != nil {
+		return fmt.Errorf("restarting kcp: %w\n%s", err, LogTail(k.Log, 20))
+	}
+	return nil
 }
 
 // get performs an authenticated GET on the server behind cfg (workspace path
@@ -175,7 +315,7 @@ func get(ctx context.Context, cfg *rest.Config, path string) (int, error) {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("building request: %w", err)
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -185,6 +325,3 @@ func get(ctx context.Context, cfg *rest.Config, path string) (int, error) {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode, nil
 }
-
-// errNoSetpriv says why envtest servers cannot be tied to the command's lifetime.
-var errNoSetpriv = errors.New("setpriv (util-linux) not found in PATH; it makes etcd and kube-apiserver die with the command")

@@ -3,7 +3,6 @@ package localenv
 import (
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"runtime"
 	"syscall"
@@ -11,9 +10,9 @@ import (
 )
 
 // pinnedThread runs functions on one goroutine locked to one OS thread. The kernel's
-// parent-death signal fires when the thread that forked a child exits, and Go may
-// retire threads; forking every child from a thread that lives as long as the Env
-// makes the signal fire only when the command itself ends.
+// parent-death signal fires when the thread that forked a child exits, not the
+// process, and Go may retire threads; forking every child from a thread that lives as
+// long as the Env makes the signal fire only when the starter itself ends.
 type pinnedThread struct {
 	calls chan func()
 }
@@ -31,6 +30,7 @@ func newPinnedThread() *pinnedThread {
 	return p
 }
 
+// do runs f on the pinned thread and waits for it to return.
 func (p *pinnedThread) do(f func()) {
 	done := make(chan struct{})
 	p.calls <- func() {
@@ -40,11 +40,13 @@ func (p *pinnedThread) do(f func()) {
 	<-done
 }
 
+// close ends the pinned goroutine and with it the thread. Call it only once the
+// processes started on it have stopped.
 func (p *pinnedThread) close() { close(p.calls) }
 
 // Process is a child process started by an Env, leader of its own process group.
 type Process struct {
-	// Name is how progress messages and errors call it.
+	// Name is how errors call it.
 	Name string
 	// Log is the file holding its output.
 	Log string
@@ -57,14 +59,15 @@ type Process struct {
 // Done is closed once the process has exited.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
-// Err is the process's exit error; valid once Done is closed.
+// Exited reports whether the process has ended.
+func (p *Process) Exited() bool { return isClosed(p.done) }
+
+// Err is the process's exit error; nil while it runs.
 func (p *Process) Err() error {
-	select {
-	case <-p.done:
-		return p.waitErr
-	default:
+	if !p.Exited() {
 		return nil
 	}
+	return p.waitErr
 }
 
 // Pid is the process id (and process group id).
@@ -78,15 +81,37 @@ func (p *Process) Signal(sig syscall.Signal) error {
 	return nil
 }
 
-// Stop asks the process group to terminate and kills it after grace. Stopping an
-// exited process does nothing.
+// Stop asks the process group to terminate and kills it after grace; the error is a
+// *KilledError then. Stopping an exited process does nothing.
 func (p *Process) Stop(grace time.Duration) error {
+	return p.StopWith(syscall.SIGTERM, grace)
+}
+
+// Kill sends SIGKILL, which no handler can catch, to the process group and waits
+// until the process is gone.
+func (p *Process) Kill() error {
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		return err
+	}
 	select {
 	case <-p.done:
 		return nil
-	default:
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("%s survived SIGKILL for 30s", p.Name)
 	}
-	if err := p.Signal(syscall.SIGTERM); err != nil {
+}
+
+// StopWith sends sig to the process group and waits up to grace for the process to
+// exit, then kills it. With no grace it kills at once (a process meant to die
+// mid-work). Stopping an exited process does nothing.
+func (p *Process) StopWith(sig syscall.Signal, grace time.Duration) error {
+	if p.Exited() {
+		return nil
+	}
+	if grace <= 0 {
+		return p.Kill()
+	}
+	if err := p.Signal(sig); err != nil {
 		return err
 	}
 	timer := time.NewTimer(grace)
@@ -96,19 +121,29 @@ func (p *Process) Stop(grace time.Duration) error {
 		return nil
 	case <-timer.C:
 	}
-	if err := p.Signal(syscall.SIGKILL); err != nil {
+	if err := p.Kill(); err != nil {
 		return err
 	}
-	<-p.done
-	return fmt.Errorf("%s did not stop within %s and was killed", p.Name, grace)
+	return &KilledError{Name: p.Name, Grace: grace}
+}
+
+// KilledError says a process did not stop within its grace period and was killed.
+type KilledError struct {
+	Name  string
+	Grace time.Duration
+}
+
+func (e *KilledError) Error() string {
+	return fmt.Sprintf("%s did not stop within %s and was killed", e.Name, e.Grace)
 }
 
 // startProcess starts cmd from the Env's pinned thread, in a new process group, with
-// SIGKILL as parent-death signal and its output appended to logPath.
-func (e *Env) startProcess(name, logPath string, cmd *exec.Cmd) (*Process, error) {
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+// SIGKILL as parent-death signal and its output appended to logs/<name>.log unless
+// cmd has its own.
+func (e *Env) startProcess(name string, cmd *exec.Cmd) (*Process, error) {
+	logFile, err := e.openLog(name)
 	if err != nil {
-		return nil, fmt.Errorf("opening log of %s: %w", name, err)
+		return nil, err
 	}
 	// The child has its own copy of the descriptor.
 	defer logFile.Close()
@@ -118,15 +153,24 @@ func (e *Env) startProcess(name, logPath string, cmd *exec.Cmd) (*Process, error
 	if cmd.Stderr == nil {
 		cmd.Stderr = logFile
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = sysProcAttr()
 	e.thread.do(func() { err = cmd.Start() })
 	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	p := &Process{Name: name, Log: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &Process{Name: name, Log: logFile.Name(), cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		close(p.done)
 	}()
 	return p, nil
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }

@@ -23,7 +23,7 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
-	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
 
@@ -116,27 +116,29 @@ func runtimeChildMain(args []string) error {
 
 // runtimeProcess is the benchmark's handle on the runtime's process.
 type runtimeProcess struct {
-	child *harness.Child
+	child *localenv.Process
 	url   string
 	hc    *http.Client
 }
 
 // startRuntimeProcess starts the runtime in its own process against the platform
 // cluster of platformKubeconfig and waits until its endpoint answers.
-func startRuntimeProcess(ctx context.Context, t *tb, platformKubeconfig []byte, opts benchOptions) (*runtimeProcess, error) {
-	dir := t.TempDir()
-	kc := filepath.Join(dir, "platform.kubeconfig")
-	if err := os.WriteFile(kc, platformKubeconfig, 0o600); err != nil {
+func startRuntimeProcess(ctx context.Context, env *localenv.Env, platformKubeconfig []byte, opts benchOptions) (*runtimeProcess, error) {
+	kc, err := env.WriteFile("runtime/platform.kubeconfig", platformKubeconfig)
+	if err != nil {
 		return nil, err
 	}
-	addrFile := filepath.Join(dir, "addr")
-	child := harness.StartChild(t, "runtime", []string{runtimeChildArg,
+	addrFile := filepath.Join(env.Dir, "runtime", "addr")
+	child, err := env.StartProcess("runtime", os.Args[0], []string{runtimeChildArg,
 		"-platform-kubeconfig", kc, "-addr-file", addrFile,
 		"-concurrency", strconv.Itoa(opts.concurrency), "-qps", fmt.Sprint(opts.qps),
-		"-burst", strconv.Itoa(opts.burst), "-retry", opts.retry.String()})
+		"-burst", strconv.Itoa(opts.burst), "-retry", opts.retry.String()}, nil, 30*time.Second)
+	if err != nil {
+		return nil, err
+	}
 	p := &runtimeProcess{child: child, hc: &http.Client{Timeout: 10 * time.Second}}
-	err := poll(ctx, time.Minute, "runtime process endpoint", func(context.Context) error {
-		if err := child.Failed(); err != nil {
+	err = localenv.Poll(ctx, time.Minute, "runtime process endpoint", func(context.Context) error {
+		if err := p.failed(); err != nil {
 			return err
 		}
 		addr, err := os.ReadFile(addrFile)
@@ -149,8 +151,16 @@ func startRuntimeProcess(ctx context.Context, t *tb, platformKubeconfig []byte, 
 	return p, err
 }
 
+// failed says why the runtime's process ended, or nil while it runs.
+func (p *runtimeProcess) failed() error {
+	if !p.child.Exited() {
+		return nil
+	}
+	return fmt.Errorf("the runtime exited: %v\n%s", p.child.Err(), localenv.LogTail(p.child.Log, 20))
+}
+
 func (p *runtimeProcess) get(path string) (*http.Response, error) {
-	if err := p.child.Failed(); err != nil {
+	if err := p.failed(); err != nil {
 		return nil, err
 	}
 	return p.hc.Get(p.url + path)
@@ -222,12 +232,3 @@ func (p *runtimeProcess) saveProfiles(name string) {
 
 // pid names the process for rss and resetPeakRSS.
 func (p *runtimeProcess) pid() string { return strconv.Itoa(p.child.Pid()) }
-
-// mustSnapshot is snapshot for the places that cannot go on without one.
-func (p *runtimeProcess) mustSnapshot(t *tb) snapshot {
-	s, err := p.snapshot()
-	if err != nil {
-		t.Fatalf("runtime process counts: %v", err)
-	}
-	return s
-}

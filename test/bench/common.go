@@ -13,13 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
@@ -49,12 +47,8 @@ func fast(cfg *rest.Config) *rest.Config {
 	return c
 }
 
-func newClient(cfg *rest.Config) (client.Client, error) {
-	return client.New(fast(cfg), client.Options{Scheme: benchScheme()})
-}
-
 // parallel calls fn(i) for i in [0,n) with at most c at once and returns the first
-// error. A harness Fatal inside fn becomes an error.
+// error.
 func parallel(n, c int, fn func(i int) error) error {
 	var (
 		wg    sync.WaitGroup
@@ -68,19 +62,7 @@ func parallel(n, c int, fn func(i int) error) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			err := func() (err error) {
-				defer func() {
-					if r := recover(); r != nil {
-						f, ok := r.(fatal)
-						if !ok {
-							panic(r)
-						}
-						err = fmt.Errorf("%s", f.msg)
-					}
-				}()
-				return fn(i)
-			}()
-			if err != nil {
+			if err := fn(i); err != nil {
 				mu.Lock()
 				if first == nil {
 					first = err
@@ -91,17 +73,6 @@ func parallel(n, c int, fn func(i int) error) error {
 	}
 	wg.Wait()
 	return first
-}
-
-func poll(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) error) error {
-	var last error
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		last = cond(ctx)
-		return last == nil, nil
-	}); err != nil {
-		return fmt.Errorf("%s: not reached within %s: %v", what, timeout, last)
-	}
-	return nil
 }
 
 // readyWatcher records when each Widget was first seen Ready for its generation,

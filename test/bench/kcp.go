@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,12 +17,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -34,9 +30,8 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
-	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
-	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
 
@@ -71,11 +66,10 @@ type kcpResult struct {
 }
 
 type kcpEnv struct {
-	k          *harness.KCP
-	platform   *harness.APIServer
-	workload   *harness.APIServer
+	env        *localenv.Env
+	k          *localenv.KCP
+	platform   *localenv.APIServer
 	pf         client.Client
-	lp         *localplatform.Platform
 	provider   client.Client
 	kubeconfig []byte // the runtime's ServiceAccount, as spec.kcp's Secret holds it
 	vwToken    string // a second token of it, for the floor and the watcher
@@ -94,87 +88,74 @@ type tenant struct {
 }
 
 // runKCP measures kcp mode with n tenant workspaces on a fresh kcp.
-func runKCP(ctx context.Context, t *tb, n int, opts benchOptions) (*kcpResult, error) {
+func runKCP(ctx context.Context, env *localenv.Env, n int, opts benchOptions) (*kcpResult, error) {
+	// Ends the watches of this run before its servers stop: an open watch holds up a
+	// kube-apiserver's shutdown.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	res := &kcpResult{n: n}
-	e, err := startKCPEnv(ctx, t, n)
+	e, err := startKCPEnv(ctx, env)
 	if err != nil {
 		return nil, err
 	}
 	setupStart := time.Now()
-	if err := e.createTenants(ctx, t, n); err != nil {
+	if err := e.createTenants(ctx, n); err != nil {
 		return nil, err
 	}
 	res.setup = time.Since(setupStart)
 	logf("kcp n=%d: %d workspaces bound in %s", n, n, res.setup.Round(time.Second))
 
-	if res.floor, err = e.floor(ctx, t); err != nil {
+	if res.floor, err = e.floor(ctx); err != nil {
 		return nil, fmt.Errorf("floor: %w", err)
 	}
 	logf("kcp n=%d: floor %s", n, res.floor.total.Round(time.Millisecond))
-	if res.rt, err = e.runtime(ctx, t, opts); err != nil {
+	if res.rt, err = e.runtime(ctx, opts); err != nil {
 		return nil, fmt.Errorf("runtime: %w", err)
 	}
 	logf("kcp n=%d: runtime %s", n, res.rt.total.Round(time.Millisecond))
 	return res, nil
 }
 
-func startKCPEnv(ctx context.Context, t *tb, n int) (*kcpEnv, error) {
-	e := &kcpEnv{}
-	e.k = harness.StartKCP(t, harness.WithFeatureGates("GlobalServiceAccount=true"))
+func startKCPEnv(ctx context.Context, env *localenv.Env) (*kcpEnv, error) {
+	e := &kcpEnv{env: env}
 	widgetCRD, configCRD, err := widget.CRDs()
 	if err != nil {
 		return nil, err
 	}
 	e.surface = apiexport.FromCRD(providerName, widgetCRD)
-	e.platform = harness.StartAPIServer(t, harness.PurposePlatform, harness.WithCRDs(configCRD))
-	e.workload = harness.StartAPIServer(t, harness.PurposeWorkload)
-	if e.pf, err = newClient(e.platform.Config); err != nil {
+	lp, err := env.StartPlatform(ctx, localenv.PlatformOptions{
+		Clusters:      []string{localenv.PurposeWorkload},
+		CRDs:          map[string][]*apiextensionsv1.CustomResourceDefinition{localenv.PurposePlatform: {configCRD}},
+		LocalPlatform: localplatform.Options{MaxConcurrentReconciles: 16},
+		// The local platform must never be what the runtime waits for.
+		ClientQPS: 1000, ClientBurst: 2000,
+		KCP: true,
+		Provider: &localenv.ProviderWorkspace{
+			Path:           providerWS,
+			RBACFile:       filepath.Join(repoRoot(), "config/kcp/runtime-rbac.yaml"),
+			ServiceAccount: types.NamespacedName{Namespace: "kcp-serviceprovider", Name: "runtime"},
+			Secret:         types.NamespacedName{Namespace: kcpSecretNS, Name: kcpSecretName},
+		},
+	})
+	if err != nil {
 		return nil, err
 	}
-	if err := startPlatform(ctx, t, e.platform.Config, map[string]*rest.Config{"workload": e.workload.Config}, nil); err != nil {
-		return nil, err
-	}
-
-	root := logicalcluster.NewPath("root")
-	e.k.CreateWorkspace(ctx, t, root, "provider")
-	if e.provider, err = newClient(e.k.ConfigFor(logicalcluster.NewPath(providerWS))); err != nil {
-		return nil, err
-	}
-	if err := applyYAML(ctx, e.provider, filepath.Join(repoRoot(), "config/kcp/runtime-rbac.yaml")); err != nil {
+	e.k, e.platform, e.kubeconfig = lp.KCP, lp.Platform, lp.RuntimeKubeconfig
+	if e.pf, err = client.New(fast(e.platform.Config), client.Options{Scheme: benchScheme()}); err != nil {
 		return nil, err
 	}
 	admin := e.k.ConfigFor(logicalcluster.NewPath(providerWS))
-	var tokens []string
-	for range 3 {
-		tok, err := saToken(ctx, admin, "kcp-serviceprovider", "runtime")
-		if err != nil {
+	if e.provider, err = client.New(fast(admin), client.Options{Scheme: benchScheme()}); err != nil {
+		return nil, err
+	}
+	// Two more tokens of the runtime's identity: one for the floor and the watcher, one
+	// for the floor's direct TokenRequests.
+	for _, tok := range []*string{&e.vwToken, &e.directTok} {
+		if *tok, err = localenv.ServiceAccountToken(ctx, admin, "kcp-serviceprovider", "runtime", 24*time.Hour); err != nil {
 			return nil, err
 		}
-		tokens = append(tokens, tok)
 	}
-	e.vwToken, e.directTok = tokens[1], tokens[2]
-	e.kubeconfig, err = kubeconfig.Render("runtime", kubeconfig.Server{URL: admin.Host, CAData: admin.CAData}, tokens[0])
-	if err != nil {
-		return nil, err
-	}
-	ws := &unstructured.Unstructured{}
-	ws.SetAPIVersion("tenancy.kcp.io/v1alpha1")
-	ws.SetKind("Workspace")
-	rootClient, err := newClient(e.k.ConfigFor(root))
-	if err != nil {
-		return nil, err
-	}
-	if err := rootClient.Get(ctx, client.ObjectKey{Name: "provider"}, ws); err != nil {
-		return nil, err
-	}
-	providerLC, _, _ := unstructured.NestedString(ws.Object, "spec", "cluster")
-	e.runtimeID = "system:kcp:serviceaccount:" + providerLC + ":kcp-serviceprovider:runtime"
-	if err := e.pf.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: kcpSecretNS, Name: kcpSecretName},
-		Data:       map[string][]byte{"kubeconfig": e.kubeconfig},
-	}); err != nil {
-		return nil, err
-	}
+	e.runtimeID = "system:kcp:serviceaccount:" + lp.ProviderCluster.String() + ":kcp-serviceprovider:runtime"
 	// The export exists before tenants bind; the runtime provisions it again on
 	// start (a no-op).
 	surface, err := e.surface.APISurface()
@@ -189,13 +170,18 @@ func startKCPEnv(ctx context.Context, t *tb, n int) (*kcpEnv, error) {
 
 // createTenants creates n workspaces and binds the export in each (setup, not
 // measured: kcp's own workspace and binding rates would dominate every figure).
-func (e *kcpEnv) createTenants(ctx context.Context, t *tb, n int) error {
+func (e *kcpEnv) createTenants(ctx context.Context, n int) error {
 	e.tenants = make([]tenant, n)
 	root := logicalcluster.NewPath("root")
 	err := parallel(n, concurrency, func(i int) error {
-		path, lc := e.k.CreateWorkspace(ctx, t, root, fmt.Sprintf("tenant-%d", i))
-		e.k.CreateAPIBinding(ctx, t, path, providerName, logicalcluster.NewPath(providerWS), providerName, acceptedClaims())
-		c, err := newClient(e.k.ConfigFor(path))
+		path, lc, err := e.k.CreateWorkspace(ctx, root, fmt.Sprintf("tenant-%d", i))
+		if err != nil {
+			return err
+		}
+		if _, err := e.k.CreateAPIBinding(ctx, path, providerName, logicalcluster.NewPath(providerWS), providerName, acceptedClaims()); err != nil {
+			return err
+		}
+		c, err := client.New(fast(e.k.ConfigFor(path)), client.Options{Scheme: benchScheme()})
 		if err != nil {
 			return err
 		}
@@ -208,7 +194,10 @@ func (e *kcpEnv) createTenants(ctx context.Context, t *tb, n int) error {
 	if err != nil {
 		return err
 	}
-	urls := e.k.VirtualWorkspaceURLs(ctx, t, logicalcluster.NewPath(providerWS), providerName)
+	urls, err := e.k.VirtualWorkspaceURLs(ctx, logicalcluster.NewPath(providerWS), providerName)
+	if err != nil {
+		return err
+	}
 	e.vwURL = urls[0]
 	return nil
 }
@@ -235,7 +224,7 @@ func (e *kcpEnv) createWidgets(ctx context.Context, name string) (map[string]tim
 	err := parallel(len(e.tenants), 4*concurrency, func(i int) error {
 		tn := e.tenants[i]
 		// A bound resource is served a moment after the binding is Bound.
-		err := poll(ctx, time.Minute, "creating widget in "+tn.lc.String(), func(ctx context.Context) error {
+		err := localenv.Poll(ctx, time.Minute, "creating widget in "+tn.lc.String(), func(ctx context.Context) error {
 			err := tn.c.Create(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: widget.WidgetSpec{Color: "blue"}})
 			if err != nil && !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("fatal: %w", err)
@@ -257,7 +246,7 @@ func (e *kcpEnv) createWidgets(ctx context.Context, name string) (map[string]tim
 // perfect runtime could not avoid for each tenant under this project's own
 // requirements, in the runtime's order (report.go's kcp section lists them and why
 // each is required). It does not wait for the platform's grants.
-func (e *kcpEnv) floor(ctx context.Context, t *tb) (phase, error) {
+func (e *kcpEnv) floor(ctx context.Context) (phase, error) {
 	p := phase{n: len(e.tenants)}
 	created, err := e.createWidgets(ctx, "floor")
 	if err != nil {
@@ -351,7 +340,7 @@ func (e *kcpEnv) floor(ctx context.Context, t *tb) (phase, error) {
 		}
 		// The binding takes a moment to reach the authorizer: retried like the
 		// runtime does, and the retries are counted.
-		if err := poll(ctx, time.Minute, "floor TokenRequest", func(ctx context.Context) error {
+		if err := localenv.Poll(ctx, time.Minute, "floor TokenRequest", func(ctx context.Context) error {
 			_, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
 				Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
 			return err
@@ -425,7 +414,7 @@ func (e *kcpEnv) floor(ctx context.Context, t *tb) (phase, error) {
 func (e *kcpEnv) settleFloorRequests(ctx context.Context, pf client.Client) error {
 	floor := client.MatchingLabels{floorLabel: "true"}
 	start := time.Now()
-	if err := poll(ctx, 15*time.Minute, "local platform granting the floor's requests", func(ctx context.Context) error {
+	if err := localenv.Poll(ctx, 15*time.Minute, "local platform granting the floor's requests", func(ctx context.Context) error {
 		ars := &clustersv1alpha1.AccessRequestList{}
 		if err := pf.List(ctx, ars, floor); err != nil {
 			return err
@@ -453,7 +442,7 @@ func (e *kcpEnv) settleFloorRequests(ctx context.Context, pf client.Client) erro
 	if err != nil {
 		return err
 	}
-	if err := poll(ctx, 15*time.Minute, "local platform releasing the floor's requests", func(ctx context.Context) error {
+	if err := localenv.Poll(ctx, 15*time.Minute, "local platform releasing the floor's requests", func(ctx context.Context) error {
 		ars, crs := &clustersv1alpha1.AccessRequestList{}, &clustersv1alpha1.ClusterRequestList{}
 		if err := pf.List(ctx, ars, floor); err != nil {
 			return err
@@ -503,14 +492,14 @@ func floorEvent(ctx context.Context, ws client.Client, w *widget.Widget, reason 
 
 // runtime starts this runtime in kcp mode, in a process of its own (child.go), and
 // measures it bringing one object per tenant to Ready.
-func (e *kcpEnv) runtime(ctx context.Context, t *tb, opts benchOptions) (phase, error) {
+func (e *kcpEnv) runtime(ctx context.Context, opts benchOptions) (phase, error) {
 	p := phase{n: len(e.tenants)}
 	watchCfg := &rest.Config{Host: e.vwURL + "/clusters/*", BearerToken: e.vwToken, TLSClientConfig: rest.TLSClientConfig{CAData: e.k.AdminConfig().CAData}}
 	watcher, err := watchReady(ctx, watchCfg)
 	if err != nil {
 		return p, err
 	}
-	rt, err := startRuntimeProcess(ctx, t, e.platform.Kubeconfig(), opts)
+	rt, err := startRuntimeProcess(ctx, e.env, e.platform.Kubeconfig(), opts)
 	if err != nil {
 		return p, err
 	}
@@ -521,17 +510,22 @@ func (e *kcpEnv) runtime(ctx context.Context, t *tb, opts benchOptions) (phase, 
 	}}); err != nil {
 		return p, err
 	}
-	if err := poll(ctx, 5*time.Minute, "kcp mode running", func(context.Context) error { return rt.active() }); err != nil {
+	if err := localenv.Poll(ctx, 5*time.Minute, "kcp mode running", func(context.Context) error { return rt.active() }); err != nil {
 		return p, err
 	}
 	quiesce(rt.snapshot, 2*time.Second, time.Minute)
 	logf("  kcp mode running and quiet after %s", time.Since(started).Round(time.Millisecond))
-	p.startup = rt.mustSnapshot(t)
+	if p.startup, err = rt.snapshot(); err != nil {
+		return p, err
+	}
 	resetPeakRSS(rt.pid())
 	p.rssBase, _ = rss(rt.pid())
 	rt.saveProfiles(fmt.Sprintf("kcp-%d-engaged", len(e.tenants)))
 
-	before := rt.mustSnapshot(t)
+	before, err := rt.snapshot()
+	if err != nil {
+		return p, err
+	}
 	start := time.Now()
 	created, err := e.createWidgets(ctx, "main")
 	if err != nil {
@@ -541,7 +535,11 @@ func (e *kcpEnv) runtime(ctx context.Context, t *tb, opts benchOptions) (phase, 
 	if err != nil {
 		return p, err
 	}
-	p.reqs = rt.mustSnapshot(t).sub(before)
+	after, err := rt.snapshot()
+	if err != nil {
+		return p, err
+	}
+	p.reqs = after.sub(before)
 	p.total = lastOf(ready).Sub(start)
 	p.lat = latencies(created, ready)
 	_, p.rssPeak = rss(rt.pid())
@@ -550,9 +548,16 @@ func (e *kcpEnv) runtime(ctx context.Context, t *tb, opts benchOptions) (phase, 
 
 	// Steady state: nothing changes for a while; whatever the runtime does now is
 	// overhead. (This wait is the measurement window, not a synchronisation.)
-	s0 := rt.mustSnapshot(t)
+	s0, err := rt.snapshot()
+	if err != nil {
+		return p, err
+	}
 	time.Sleep(opts.steady)
-	p.steady = rt.mustSnapshot(t).sub(s0)
+	s1, err := rt.snapshot()
+	if err != nil {
+		return p, err
+	}
+	p.steady = s1.sub(s0)
 	p.window = opts.steady
 	if _, peak := rss(rt.pid()); peak > p.rssPeak {
 		p.rssPeak = peak
@@ -574,82 +579,12 @@ func kcpRuntime(surface apiexport.Provisionable) (*builder.Runtime[*widget.Widge
 
 func convergeTimeout(n int) time.Duration { return 3*time.Minute + time.Duration(n)*time.Second }
 
-// startPlatform runs the local platform granting cluster access to the given targets
-// (by purpose name) and, if mcps is non-nil, registers no ControlPlanes (callers do).
-func startPlatform(ctx context.Context, t *tb, platformCfg *rest.Config, targets map[string]*rest.Config, lpOut **localplatform.Platform) error {
-	lp, err := localplatform.New(fast(platformCfg), localplatform.Options{MaxConcurrentReconciles: 16})
-	if err != nil {
-		return err
-	}
-	for purpose, cfg := range targets {
-		if err := lp.AddCluster(localplatform.TargetCluster{Name: purpose, Purposes: []string{purpose}, Config: fast(cfg)}); err != nil {
-			return err
-		}
-	}
-	lctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := lp.Start(lctx); err != nil && lctx.Err() == nil {
-			logf("local platform stopped: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	if lpOut != nil {
-		*lpOut = lp
-	}
-	return nil
-}
-
 func ensureNS(ctx context.Context, c client.Client, name string) error {
 	err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	if apierrors.IsAlreadyExists(err) {
 		return nil
 	}
 	return err
-}
-
-func saToken(ctx context.Context, cfg *rest.Config, ns, name string) (string, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return "", err
-	}
-	var tok string
-	err = poll(ctx, time.Minute, "runtime token", func(ctx context.Context) error {
-		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
-			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(24 * 3600))},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			return err
-		}
-		tok = tr.Status.Token
-		return nil
-	})
-	return tok, err
-}
-
-// applyYAML creates every object of a multi-document YAML file.
-func applyYAML(ctx context.Context, c client.Client, file string) error {
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		return err
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("%s: %w", file, err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if err := c.Create(ctx, u); err != nil {
-			return fmt.Errorf("%s: creating %s %s: %w", file, u.GetKind(), u.GetName(), err)
-		}
-	}
 }
 
 // repoRoot is the main module's folder: the benchmark runs from test/bench.

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 )
 
 // benchOptions are the runtime settings under test, the same for both runtimes.
@@ -46,13 +46,17 @@ func main() {
 	retry := flag.Duration("retry", time.Second, "retry interval while waiting for access grants (both runtimes)")
 	skipKCP := flag.Bool("skip-kcp", false, "skip kcp mode")
 	skipStd := flag.Bool("skip-standard", false, "skip standard mode")
-	verbose := flag.Bool("v", false, "log servers and runtimes")
+	verbose := flag.Bool("v", false, "log the runtimes and the local platform")
 	flag.Parse()
 
-	if _, err := harness.AssetsDir(); err != nil {
+	assets, err := localenv.AssetsDir()
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "test binaries missing (%v): export \"$(hack/test-binaries.sh)\" first\n", err)
 		os.Exit(1)
 	}
+	// Servers of a benchmark killed before it stopped them left files behind.
+	localenv.SweepStaleRunDirs()
+	defer localenv.RemoveRunDir()
 	if *verbose {
 		log.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	} else {
@@ -76,9 +80,9 @@ func main() {
 	if !*skipKCP {
 		for _, n := range ks {
 			var r *kcpResult
-			err := run(ctx, fmt.Sprintf("kcp-%d", n), *verbose, func(t *tb) error {
+			err := run(assets, fmt.Sprintf("kcp-%d", n), func(env *localenv.Env) error {
 				var err error
-				r, err = runKCP(ctx, t, n, opts)
+				r, err = runKCP(ctx, env, n, opts)
 				return err
 			})
 			if err != nil {
@@ -94,9 +98,9 @@ func main() {
 			pair := stdPair{n: n}
 			for _, which := range []string{"this", "peer"} {
 				var p phase
-				err := run(ctx, fmt.Sprintf("standard-%s-%d", which, n), *verbose, func(t *tb) error {
+				err := run(assets, fmt.Sprintf("standard-%s-%d", which, n), func(env *localenv.Env) error {
 					var err error
-					p, err = runStandard(ctx, t, which, n, opts)
+					p, err = runStandard(ctx, env, which, n, opts)
 					return err
 				})
 				if err != nil {
@@ -121,8 +125,33 @@ func main() {
 	}
 	logf("wrote %s", *out)
 	if len(rep.failures) > 0 {
+		localenv.RemoveRunDir()
 		os.Exit(1)
 	}
+}
+
+// run calls fn with a fresh Env in a scratch folder, then stops what it started and
+// removes its files. A failure to stop is reported, not counted: the measurement is
+// done by then.
+func run(assets, name string, fn func(env *localenv.Env) error) error {
+	dir, err := localenv.ScratchDir(name)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	env, err := localenv.New(dir, assets)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			logf("%s: %v", name, err)
+		}
+	}()
+	if err := fn(env); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
 }
 
 func parseSizes(s string) ([]int, error) {

@@ -6,12 +6,14 @@ import (
 	"sync"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
-	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
 
@@ -19,25 +21,32 @@ const tenantNamespace = "tenants"
 
 // runStandard measures one runtime ("this" or "peer") in standard mode serving n
 // Widgets on fresh API servers.
-func runStandard(ctx context.Context, t *tb, which string, n int, opts benchOptions) (phase, error) {
+func runStandard(ctx context.Context, env *localenv.Env, which string, n int, opts benchOptions) (phase, error) {
+	// Ends the watches of this run before its servers stop: an open watch holds up a
+	// kube-apiserver's shutdown.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	p := phase{n: n}
 	widgetCRD, configCRD, err := widget.CRDs()
 	if err != nil {
 		return p, err
 	}
-	platform := harness.StartAPIServer(t, harness.PurposePlatform, harness.WithCRDs(configCRD))
-	onboarding := harness.StartAPIServer(t, harness.PurposeOnboarding, harness.WithCRDs(widgetCRD))
-	wl := harness.StartAPIServer(t, harness.PurposeWorkload)
-	mcp := harness.StartAPIServer(t, harness.PurposeMCP)
-	var lp *localplatform.Platform
-	if err := startPlatform(ctx, t, platform.Config, map[string]*rest.Config{"workload": wl.Config, "mcp": mcp.Config}, &lp); err != nil {
-		return p, err
-	}
-	ob, err := newClient(onboarding.Config)
+	lp, err := env.StartPlatform(ctx, localenv.PlatformOptions{
+		Clusters:      []string{localenv.PurposeOnboarding, localenv.PurposeWorkload, localenv.PurposeMCP},
+		CRDs:          map[string][]*apiextensionsv1.CustomResourceDefinition{localenv.PurposePlatform: {configCRD}, localenv.PurposeOnboarding: {widgetCRD}},
+		LocalPlatform: localplatform.Options{MaxConcurrentReconciles: 16},
+		// The local platform must never be what the runtime waits for.
+		ClientQPS: 1000, ClientBurst: 2000,
+	})
 	if err != nil {
 		return p, err
 	}
-	pf, err := newClient(platform.Config)
+	platform, onboarding := lp.Platform, lp.Onboarding
+	ob, err := client.New(fast(onboarding.Config), client.Options{Scheme: benchScheme()})
+	if err != nil {
+		return p, err
+	}
+	pf, err := client.New(fast(platform.Config), client.Options{Scheme: benchScheme()})
 	if err != nil {
 		return p, err
 	}
@@ -47,7 +56,7 @@ func runStandard(ctx context.Context, t *tb, which string, n int, opts benchOpti
 	// Registrations in parallel race on the target's Cluster object;
 	// RegisterControlPlane retries that itself until the request is granted.
 	if err := parallel(n, concurrency, func(i int) error {
-		return lp.RegisterControlPlane(ctx, cpName(i), tenantNamespace, "mcp")
+		return lp.Local.RegisterControlPlane(ctx, cpName(i), tenantNamespace, localenv.PurposeMCP)
 	}); err != nil {
 		return p, err
 	}

@@ -33,6 +33,8 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/workspaces"
+	"path/filepath"
+	"syscall"
 )
 
 const (
@@ -67,7 +69,7 @@ func TestBinary(t *testing.T) {
 	onboarding := harness.StartAPIServer(t, harness.PurposeOnboarding)
 	workloadSrv := harness.StartAPIServer(t, harness.PurposeWorkload)
 	mcpSrv := harness.StartAPIServer(t, harness.PurposeMCP)
-	pf, ob, wl := newClient(t, platform.Config), newClient(t, onboarding.Config), newClient(t, workloadSrv.Config)
+	pf, ob, wl := harness.NewClient(t, platform.Config, echoScheme), harness.NewClient(t, onboarding.Config, echoScheme), harness.NewClient(t, workloadSrv.Config, echoScheme)
 
 	// The platform's side of the protocol: grants for workload, onboarding and MCP
 	// access, and the ControlPlane default/demo for standard mode.
@@ -84,7 +86,7 @@ func TestBinary(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	background(ctx, t, "local platform", lp.Start)
+	harness.Background(ctx, t, "local platform", lp.Start)
 	if err := lp.RegisterControlPlane(ctx, demo.Name, demo.Namespace, "mcp"); err != nil {
 		t.Fatal(err)
 	}
@@ -98,14 +100,14 @@ func TestBinary(t *testing.T) {
 	if err := pf.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: providerNS, Name: providerName}}); err != nil {
 		t.Fatal(err)
 	}
-	applyFile(ctx, t, pf, "config/rbac/platform.yaml")
-	applyFile(ctx, t, pf, "config/deploy/serviceprovider/serviceprovider.yaml")
+	harness.ApplyYAML(ctx, t, pf, filepath.Join(repoRoot, "config/rbac/platform.yaml"))
+	harness.ApplyYAML(ctx, t, pf, filepath.Join(repoRoot, "config/deploy/serviceprovider/serviceprovider.yaml"))
 	platformKubeconfig, _ := tokenKubeconfig(ctx, t, platform.Config, providerNS, providerName, dir, "platform.kubeconfig")
 
 	k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "providers")
 	k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root:providers"), "echo")
-	providerClient := newClient(t, k.ConfigFor(logicalcluster.NewPath(providerWS)))
-	applyFile(ctx, t, providerClient, "examples/echo/config/kcp/runtime-rbac.yaml")
+	providerClient := harness.NewClient(t, k.ConfigFor(logicalcluster.NewPath(providerWS)), echoScheme)
+	harness.ApplyYAML(ctx, t, providerClient, filepath.Join(repoRoot, "examples/echo/config/kcp/runtime-rbac.yaml"))
 	_, runtimeKubeconfig := tokenKubeconfig(ctx, t, k.ConfigFor(logicalcluster.NewPath(providerWS)), "kcp-serviceprovider", "runtime", dir, "kcp-runtime.kubeconfig")
 	if err := pf.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: providerNS, Name: "kcp-kubeconfig"},
@@ -121,9 +123,9 @@ func TestBinary(t *testing.T) {
 
 	t.Run("init installs the CRDs and registers the Service API", func(t *testing.T) {
 		start := time.Now()
-		p := startProc(t, dir, "init", bin, operatorArgs("init"), operatorEnv)
-		if err := p.wait(t, 3*time.Minute); err != nil {
-			t.Fatalf("init failed: %v\n%s", err, tail(p.log, 40))
+		p := startProc(t, "init", bin, operatorArgs("init"), operatorEnv)
+		if err := waitExit(t, p, 3*time.Minute); err != nil {
+			t.Fatalf("init failed: %v\n%s", err, p.Tail(40))
 		}
 		t.Logf("init took %s", time.Since(start).Round(100*time.Millisecond))
 		for c, name := range map[client.Client]string{ob: "echoes.echo.services.open-control-plane.io", pf: "providerconfigs.echo.services.open-control-plane.io"} {
@@ -152,23 +154,23 @@ func TestBinary(t *testing.T) {
 			}
 		}
 		// init is idempotent (a re-run Job).
-		p = startProc(t, dir, "init-again", bin, operatorArgs("init"), operatorEnv)
-		if err := p.wait(t, 3*time.Minute); err != nil {
-			t.Fatalf("second init failed: %v\n%s", err, tail(p.log, 40))
+		p = startProc(t, "init-again", bin, operatorArgs("init"), operatorEnv)
+		if err := waitExit(t, p, 3*time.Minute); err != nil {
+			t.Fatalf("second init failed: %v\n%s", err, p.Tail(40))
 		}
 	})
 	if t.Failed() {
 		return
 	}
 
-	applyFile(ctx, t, pf, "examples/echo/config/samples/echo_v1alpha1_providerconfig_kcp.yaml")
+	harness.ApplyYAML(ctx, t, pf, filepath.Join(repoRoot, "examples/echo/config/samples/echo_v1alpha1_providerconfig_kcp.yaml"))
 	ports, err := localenv.FreePorts(2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	probe := "127.0.0.1:" + strconv.Itoa(ports[0])
 	runStart := time.Now()
-	run := startProc(t, dir, "run", bin, append(operatorArgs("run"),
+	run := startProc(t, "run", bin, append(operatorArgs("run"),
 		"--leader-elect=true",
 		"--health-probe-bind-address="+probe,
 		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]),
@@ -177,7 +179,7 @@ func TestBinary(t *testing.T) {
 	), operatorEnv)
 	waitHTTP200(ctx, t, run, "http://"+probe+"/readyz", 3*time.Minute)
 	t.Logf("run ready after %s", time.Since(runStart).Round(100*time.Millisecond))
-	poll(ctx, t, 3*time.Minute, "APIExport provisioned by run", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 3*time.Minute, "APIExport provisioned by run", func(ctx context.Context) error {
 		export := &apisv1alpha2.APIExport{}
 		if err := providerClient.Get(ctx, client.ObjectKey{Name: echo.ExportName}, export); err != nil {
 			return err
@@ -189,7 +191,7 @@ func TestBinary(t *testing.T) {
 	})
 	t.Logf("kcp mode provisioned after %s", time.Since(runStart).Round(100*time.Millisecond))
 	// The platform team sees it on the ProviderConfig (written with config/rbac's rights).
-	poll(ctx, t, time.Minute, "ProviderConfig KCPMode Active", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, time.Minute, "ProviderConfig KCPMode Active", func(ctx context.Context) error {
 		pc := &v1alpha1.ProviderConfig{}
 		if err := pf.Get(ctx, client.ObjectKey{Name: providerName}, pc); err != nil {
 			return err
@@ -204,10 +206,10 @@ func TestBinary(t *testing.T) {
 	// tenant's worker must not reach.
 	tenantPath, tenantLC := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "tenant")
 	neighbourPath, _ := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "tenant-b")
-	tenant, neighbour := newClient(t, k.ConfigFor(tenantPath)), newClient(t, k.ConfigFor(neighbourPath))
+	tenant, neighbour := harness.NewClient(t, k.ConfigFor(tenantPath), echoScheme), harness.NewClient(t, k.ConfigFor(neighbourPath), echoScheme)
 	for _, c := range []client.Client{tenant, neighbour} {
-		applyFile(ctx, t, c, "examples/echo/config/kcp/apibinding.yaml")
-		poll(ctx, t, 2*time.Minute, "APIBinding Bound", func(ctx context.Context) error {
+		harness.ApplyYAML(ctx, t, c, filepath.Join(repoRoot, "examples/echo/config/kcp/apibinding.yaml"))
+		harness.Eventually(ctx, t, 2*time.Minute, "APIBinding Bound", func(ctx context.Context) error {
 			b := &apisv1alpha2.APIBinding{}
 			if err := c.Get(ctx, client.ObjectKey{Name: "echo"}, b); err != nil {
 				return err
@@ -221,11 +223,9 @@ func TestBinary(t *testing.T) {
 	createSample := func(t *testing.T, c client.Client) time.Time {
 		t.Helper()
 		var created time.Time
-		poll(ctx, t, time.Minute, "sample Echo created", func(ctx context.Context) error {
-			for _, u := range readObjects(t, "examples/echo/config/samples/echo_v1alpha1_echo.yaml") {
-				if err := c.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
-					return err // the binding's resource may not be served yet
-				}
+		harness.Eventually(ctx, t, time.Minute, "sample Echo created", func(ctx context.Context) error {
+			if err := localenv.ApplyFile(ctx, c, filepath.Join(repoRoot, "examples/echo/config/samples/echo_v1alpha1_echo.yaml"), nil); err != nil {
+				return err // the binding's resource may not be served yet
 			}
 			created = time.Now()
 			return nil
@@ -272,7 +272,7 @@ func TestBinary(t *testing.T) {
 		if !strings.HasSuffix(strings.TrimSuffix(workerCfg.Host, "/"), "/clusters/"+tenantLC.String()) {
 			t.Errorf("worker kubeconfig points at %s, want the workspace %s", workerCfg.Host, tenantLC)
 		}
-		worker := newClient(t, workerCfg)
+		worker := harness.NewClient(t, workerCfg, echoScheme)
 		if err := worker.Get(ctx, demo, &v1alpha1.Echo{}); err != nil {
 			t.Errorf("reading its own Echo: %v", err)
 		}
@@ -296,23 +296,23 @@ func TestBinary(t *testing.T) {
 		forbidden("minting tokens", err)
 		ncfg := rest.CopyConfig(workerCfg)
 		ncfg.Host = strings.TrimSuffix(strings.TrimSuffix(workerCfg.Host, "/"), tenantLC.String()) + neighbourPath.String()
-		if err := newClient(t, ncfg).Get(ctx, demo, &v1alpha1.Echo{}); !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) {
+		if err := harness.NewClient(t, ncfg, echoScheme).Get(ctx, demo, &v1alpha1.Echo{}); !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) {
 			t.Errorf("reading the neighbour's Echo: want forbidden, got %v", err)
 		}
 		pcfg := rest.CopyConfig(workerCfg)
 		pcfg.Host = strings.TrimSuffix(strings.TrimSuffix(workerCfg.Host, "/"), tenantLC.String()) + providerWS
-		if err := newClient(t, pcfg).List(ctx, &apisv1alpha2.APIExportList{}); !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) {
+		if err := harness.NewClient(t, pcfg, echoScheme).List(ctx, &apisv1alpha2.APIExportList{}); !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) {
 			t.Errorf("reading the provider workspace: want forbidden, got %v", err)
 		}
 	})
 
 	t.Run("kcp: the Echo's version and message reach the worker", func(t *testing.T) {
-		patchEcho(ctx, t, tenant, demo, func(e *v1alpha1.Echo) { e.Spec.Version = "v9.9.9" })
+		harness.Patch(ctx, t, tenant, demo, func(e *v1alpha1.Echo) { e.Spec.Version = "v9.9.9" })
 		msg := waitEchoReason(ctx, t, tenant, demo, "ProviderError")
 		if !strings.Contains(msg, "v1.0.0, v1.1.0") {
 			t.Errorf("message %q does not list the offered versions", msg)
 		}
-		patchEcho(ctx, t, tenant, demo, func(e *v1alpha1.Echo) { e.Spec.Version, e.Spec.Message = "v1.1.0", "bonjour" })
+		harness.Patch(ctx, t, tenant, demo, func(e *v1alpha1.Echo) { e.Spec.Version, e.Spec.Message = "v1.1.0", "bonjour" })
 		waitEchoReady(ctx, t, tenant, demo)
 		wantWorker(ctx, t, wl, wlNamespace, v11Image, 2, "bonjour")
 	})
@@ -330,16 +330,16 @@ func TestBinary(t *testing.T) {
 		if strings.TrimSuffix(cfg.Host, "/") != strings.TrimSuffix(mcpSrv.Config.Host, "/") {
 			t.Errorf("worker kubeconfig points at %s, want the MCP %s", cfg.Host, mcpSrv.Config.Host)
 		}
-		if err := newClient(t, cfg).List(ctx, &corev1.SecretList{}); !apierrors.IsForbidden(err) {
+		if err := harness.NewClient(t, cfg, echoScheme).List(ctx, &corev1.SecretList{}); !apierrors.IsForbidden(err) {
 			t.Errorf("worker listing Secrets on its MCP: want forbidden, got %v", err)
 		}
-		took := deleteAndWait(ctx, t, ob, demo)
+		took := harness.DeleteAndWait(ctx, t, ob, &v1alpha1.Echo{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: demo.Name}})
 		t.Logf("standard: Echo deleted in %s", took.Round(10*time.Millisecond))
 		wantNoWorker(ctx, t, wl, ns)
 	})
 
 	t.Run("kcp: deleting the Echo removes the worker and every access the runtime created", func(t *testing.T) {
-		took := deleteAndWait(ctx, t, tenant, demo)
+		took := harness.DeleteAndWait(ctx, t, tenant, &v1alpha1.Echo{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: demo.Name}})
 		t.Logf("kcp: Echo deleted in %s", took.Round(10*time.Millisecond))
 		wantNoWorker(ctx, t, wl, wlNamespace)
 		// In the workspace: the worker's ServiceAccount and the RBAC of it and of the
@@ -356,7 +356,7 @@ func TestBinary(t *testing.T) {
 		// On the platform: the workload cluster's ClusterRequest and AccessRequest.
 		lc := client.MatchingLabels{workspaces.LogicalClusterLabel: tenantLC.String()}
 		ars, crs := &clustersv1alpha1.AccessRequestList{}, &clustersv1alpha1.ClusterRequestList{}
-		poll(ctx, t, time.Minute, "platform requests of the tenant released", func(ctx context.Context) error {
+		harness.Eventually(ctx, t, time.Minute, "platform requests of the tenant released", func(ctx context.Context) error {
 			if err := pf.List(ctx, ars, lc); err != nil {
 				return err
 			}
@@ -376,17 +376,17 @@ func TestBinary(t *testing.T) {
 	})
 
 	t.Run("SIGTERM stops run cleanly", func(t *testing.T) {
-		if run.exited() {
-			t.Fatalf("run exited by itself: %v", run.err)
+		if run.Exited() {
+			t.Fatalf("run exited by itself: %v", run.Err())
 		}
 		start := time.Now()
-		if err := run.stop(30 * time.Second); err != nil {
+		if err := run.Stop(syscall.SIGTERM, 30*time.Second); err != nil {
 			t.Errorf("run: %v", err)
 		}
 		t.Logf("run stopped in %s", time.Since(start).Round(10*time.Millisecond))
 		// Least privilege must not mean silent failures: with exactly config/rbac and
 		// the requested onboarding rules, nothing the runtime did was refused.
-		for _, line := range strings.Split(tail(run.log, 100000), "\n") {
+		for _, line := range strings.Split(run.Tail(100000), "\n") {
 			if strings.Contains(line, "forbidden") {
 				t.Errorf("run was refused something: %s", line)
 			}
@@ -395,24 +395,11 @@ func TestBinary(t *testing.T) {
 	t.Logf("TestBinary took %s", time.Since(testStart).Round(time.Second))
 }
 
-func patchEcho(ctx context.Context, t testing.TB, c client.Client, key client.ObjectKey, mutate func(*v1alpha1.Echo)) {
-	t.Helper()
-	e := &v1alpha1.Echo{}
-	if err := c.Get(ctx, key, e); err != nil {
-		t.Fatal(err)
-	}
-	base := e.DeepCopy()
-	mutate(e)
-	if err := c.Patch(ctx, e, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // wantWorker waits until the worker Deployment in ns runs image with replicas and
 // message, and checks what it must never get.
 func wantWorker(ctx context.Context, t testing.TB, wl client.Client, ns, image string, replicas int32, message string) {
 	t.Helper()
-	poll(ctx, t, time.Minute, "worker Deployment in "+ns, func(ctx context.Context) error {
+	harness.Eventually(ctx, t, time.Minute, "worker Deployment in "+ns, func(ctx context.Context) error {
 		d := &appsv1.Deployment{}
 		if err := wl.Get(ctx, client.ObjectKey{Namespace: ns, Name: echo.WorkerName}, d); err != nil {
 			return err
@@ -446,16 +433,4 @@ func wantNoWorker(ctx context.Context, t testing.TB, wl client.Client, ns string
 			t.Errorf("%T %s/%s: want gone, got %v", o, ns, name, err)
 		}
 	}
-}
-
-func background(ctx context.Context, t *testing.T, what string, fn func(context.Context) error) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := fn(ctx); err != nil && ctx.Err() == nil {
-			t.Errorf("%s stopped: %v", what, err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
+	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 )
 
 // TestLocal is the README's promise: `make run` (here the built binary's `local`)
@@ -51,7 +52,7 @@ func TestLocal(t *testing.T) {
 	localEnv := append(slices.Clone(userEnv), localenv.AssetsEnv+"=", "KSP_CACHE_DIR="+filepath.Dir(filepath.Dir(assets)))
 
 	start := time.Now()
-	local := startProc(t, base, "local", bin, []string{"local", "--state-dir=" + state, "--repo-root=" + repo}, localEnv)
+	local := startProc(t, "local", bin, []string{"local", "--state-dir=" + state, "--repo-root=" + repo}, localEnv)
 	banner := waitFor(ctx, t, local, "Press Ctrl-C", 10*time.Minute)
 	t.Logf("local platform up in %s", time.Since(start).Round(100*time.Millisecond))
 
@@ -96,20 +97,20 @@ func TestLocal(t *testing.T) {
 	})
 
 	t.Run("Ctrl-C stops every process and leaves no file outside the state folder", func(t *testing.T) {
-		if local.exited() {
-			t.Fatalf("local exited by itself: %v", local.err)
+		if local.Exited() {
+			t.Fatalf("local exited by itself: %v", local.Err())
 		}
 		start := time.Now()
-		if err := syscall.Kill(-local.cmd.Process.Pid, syscall.SIGINT); err != nil {
+		if err := local.Signal(syscall.SIGINT); err != nil {
 			t.Fatal(err)
 		}
 		select {
-		case <-local.done:
+		case <-local.Done():
 		case <-time.After(2 * time.Minute):
 			t.Fatal("local did not stop within 2 minutes of Ctrl-C")
 		}
-		if local.err != nil {
-			t.Errorf("local exited with %v:\n%s", local.err, tail(local.log, 20))
+		if local.Err() != nil {
+			t.Errorf("local exited with %v:\n%s", local.Err(), local.Tail(20))
 		}
 		t.Logf("local stopped %s after Ctrl-C", time.Since(start).Round(100*time.Millisecond))
 		if left := processesMentioning(t, state); len(left) > 0 {
@@ -139,14 +140,14 @@ func TestLocal(t *testing.T) {
 }
 
 // waitFor waits until p's output contains marker and returns the output.
-func waitFor(ctx context.Context, t *testing.T, p *proc, marker string, timeout time.Duration) string {
+func waitFor(ctx context.Context, t *testing.T, p *harness.Process, marker string, timeout time.Duration) string {
 	t.Helper()
 	var out string
-	poll(ctx, t, timeout, "local printing "+strconv.Quote(marker), func(context.Context) error {
-		raw, _ := os.ReadFile(p.log)
+	harness.Eventually(ctx, t, timeout, "local printing "+strconv.Quote(marker), func(context.Context) error {
+		raw, _ := os.ReadFile(p.Log)
 		out = string(raw)
-		if p.exited() {
-			t.Fatalf("local exited: %v\n%s", p.err, out)
+		if p.Exited() {
+			t.Fatalf("local exited: %v\n%s", p.Err(), out)
 		}
 		if !strings.Contains(out, marker) {
 			return fmt.Errorf("not yet")

@@ -5,32 +5,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/kcp-dev/logicalcluster/v3"
 	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
-	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	providerv1alpha1 "github.com/openmcp-project/openmcp-operator/api/provider/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rtv1alpha1 "github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
-	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/test/e2e-binary/scratch/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 )
@@ -73,40 +70,29 @@ func TestScratchProvider(t *testing.T) {
 	}
 	dir := t.TempDir()
 
-	k := harness.StartKCP(t, harness.WithFeatureGates("GlobalServiceAccount=true"))
-	platform := harness.StartAPIServer(t, harness.PurposePlatform)
-	onboarding := harness.StartAPIServer(t, harness.PurposeOnboarding)
-	workloadSrv := harness.StartAPIServer(t, harness.PurposeWorkload)
-	pf, wl := newScratchClient(t, platform.Config), newScratchClient(t, workloadSrv.Config)
-
-	// The platform grants the workload cluster each tenant's run asks for.
-	lp, err := localplatform.New(platform.Config, localplatform.Options{})
-	if err != nil {
+	// The platform and the platform team: kcp, the API servers, the local platform
+	// granting the workload cluster, and the provider workspace with the runtime's
+	// identity from the generic RBAC manifest, filled in with the provider's export.
+	rbac := filepath.Join(dir, "runtime-rbac.yaml")
+	if err := os.WriteFile(rbac, templateFile(t, "config/kcp/runtime-rbac.yaml", `["widgets"]`, `["`+exportName+`"]`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := lp.AddCluster(localplatform.TargetCluster{Name: "workload", Purposes: []string{clustersv1alpha1.PURPOSE_WORKLOAD}, Config: workloadSrv.Config}); err != nil {
-		t.Fatal(err)
-	}
-	background(ctx, t, "local platform", lp.Start)
-
-	// The platform team: namespace, ServiceProvider, provider workspace with the
-	// runtime's identity and its kubeconfig Secret.
-	if err := pf.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
-		t.Fatal(err)
-	}
+	p := harness.StartPlatform(ctx, t, localenv.PlatformOptions{
+		Clusters: []string{localenv.PurposeOnboarding, localenv.PurposeWorkload},
+		Targets:  []string{localenv.PurposeWorkload},
+		KCP:      true,
+		Provider: &localenv.ProviderWorkspace{
+			Path:           workspace,
+			RBACFile:       rbac,
+			ServiceAccount: types.NamespacedName{Namespace: "kcp-serviceprovider", Name: "runtime"},
+			Secret:         types.NamespacedName{Namespace: namespace, Name: "kcp-kubeconfig"},
+		},
+	})
+	k, platform, onboarding := p.KCP, p.Platform, p.Onboarding
+	pf, wl := newScratchClient(t, platform.Config), newScratchClient(t, p.Workload.Config)
+	providerClient := harness.NewClient(t, k.ConfigFor(logicalcluster.NewPath(workspace)))
 	if err := pf.Create(ctx, &providerv1alpha1.ServiceProvider{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: providerv1alpha1.ServiceProviderSpec{DeploymentSpec: providerv1alpha1.DeploymentSpec{Image: "example.com/notes:v0"}}}); err != nil {
-		t.Fatal(err)
-	}
-	k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "providers")
-	k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root:providers"), name)
-	providerClient := newClient(t, k.ConfigFor(logicalcluster.NewPath(workspace)))
-	createAll(ctx, t, providerClient, templateObjects(t, "config/kcp/runtime-rbac.yaml", `["widgets"]`, `["`+exportName+`"]`))
-	_, runtimeKubeconfig := tokenKubeconfig(ctx, t, k.ConfigFor(logicalcluster.NewPath(workspace)), "kcp-serviceprovider", "runtime", dir, "kcp-runtime.kubeconfig")
-	if err := pf.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "kcp-kubeconfig"},
-		Data:       map[string][]byte{"kubeconfig": runtimeKubeconfig},
-	}); err != nil {
 		t.Fatal(err)
 	}
 	platformKubeconfig := writeKubeconfig(t, dir, "platform.kubeconfig", platform.Kubeconfig())
@@ -116,9 +102,9 @@ func TestScratchProvider(t *testing.T) {
 	}
 	env := []string{"POD_NAMESPACE=" + namespace, "OPENMCP_PROVIDER_NAME=" + name}
 
-	initProc := startProc(t, dir, "scratch-init", bin, args("init", "--onboarding-kubeconfig="+onboardingKubeconfig), env)
-	if err := initProc.wait(t, 3*time.Minute); err != nil {
-		t.Fatalf("init failed: %v\n%s", err, tail(initProc.log, 40))
+	initProc := startProc(t, "scratch-init", bin, args("init", "--onboarding-kubeconfig="+onboardingKubeconfig), env)
+	if err := waitExit(t, initProc, 3*time.Minute); err != nil {
+		t.Fatalf("init failed: %v\n%s", err, initProc.Tail(40))
 	}
 	sp := &providerv1alpha1.ServiceProvider{}
 	if err := pf.Get(ctx, client.ObjectKey{Name: name}, sp); err != nil {
@@ -139,10 +125,10 @@ func TestScratchProvider(t *testing.T) {
 		t.Fatal(err)
 	}
 	probe := "127.0.0.1:" + strconv.Itoa(ports[0])
-	run := startProc(t, dir, "scratch-run", bin, args("run", "--standard-mode=false", "--retry-interval=1s",
+	run := startProc(t, "scratch-run", bin, args("run", "--standard-mode=false", "--retry-interval=1s",
 		"--health-probe-bind-address="+probe, "--metrics-bind-address=0"), env)
 	waitHTTP200(ctx, t, run, "http://"+probe+"/readyz", 3*time.Minute)
-	poll(ctx, t, 3*time.Minute, "APIExport provisioned by run", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 3*time.Minute, "APIExport provisioned by run", func(ctx context.Context) error {
 		export := &apisv1alpha2.APIExport{}
 		if err := providerClient.Get(ctx, client.ObjectKey{Name: exportName}, export); err != nil {
 			return err
@@ -156,11 +142,15 @@ func TestScratchProvider(t *testing.T) {
 	// A tenant binds the export with the generic binding and asks for a Note.
 	tenantPath, tenantLC := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "notes-tenant")
 	tenant := newScratchClient(t, k.ConfigFor(tenantPath))
-	createAll(ctx, t, tenant, templateObjects(t, "config/kcp/tenant-apibinding.yaml",
+	binding := filepath.Join(dir, "tenant-apibinding.yaml")
+	if err := os.WriteFile(binding, templateFile(t, "config/kcp/tenant-apibinding.yaml",
 		"path: root:provider\n", "path: "+workspace+"\n",
 		"managed-by: widgets", "managed-by: "+name,
-		"name: widgets", "name: "+exportName))
-	poll(ctx, t, 2*time.Minute, "APIBinding Bound", func(ctx context.Context) error {
+		"name: widgets", "name: "+exportName), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	harness.ApplyYAML(ctx, t, tenant, binding)
+	harness.Eventually(ctx, t, 2*time.Minute, "APIBinding Bound", func(ctx context.Context) error {
 		b := &apisv1alpha2.APIBinding{}
 		if err := tenant.Get(ctx, client.ObjectKey{Name: exportName}, b); err != nil {
 			return err
@@ -171,14 +161,14 @@ func TestScratchProvider(t *testing.T) {
 		return nil
 	})
 	key := client.ObjectKey{Namespace: "default", Name: "hello"}
-	poll(ctx, t, time.Minute, "Note created", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, time.Minute, "Note created", func(ctx context.Context) error {
 		err := tenant.Create(ctx, &v1alpha1.Note{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Spec: v1alpha1.NoteSpec{Text: "written from scratch"}})
 		if apierrors.IsAlreadyExists(err) {
 			return nil
 		}
 		return err // the binding's resource may not be served yet
 	})
-	poll(ctx, t, 2*time.Minute, "Note Ready", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 2*time.Minute, "Note Ready", func(ctx context.Context) error {
 		n := &v1alpha1.Note{}
 		if err := tenant.Get(ctx, key, n); err != nil {
 			return err
@@ -197,7 +187,7 @@ func TestScratchProvider(t *testing.T) {
 	if err := tenant.Delete(ctx, &v1alpha1.Note{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}); err != nil {
 		t.Fatal(err)
 	}
-	poll(ctx, t, 2*time.Minute, "Note deleted", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 2*time.Minute, "Note deleted", func(ctx context.Context) error {
 		if err := tenant.Get(ctx, key, &v1alpha1.Note{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there (%v)", err)
 		}
@@ -206,7 +196,7 @@ func TestScratchProvider(t *testing.T) {
 	if err := wl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "note"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 		t.Errorf("ConfigMap %s/note: want gone, got %v", ns, err)
 	}
-	if err := run.stop(30 * time.Second); err != nil {
+	if err := run.Stop(syscall.SIGTERM, 30*time.Second); err != nil {
 		t.Errorf("run: %v", err)
 	}
 }
@@ -225,41 +215,19 @@ func newScratchClient(t testing.TB, cfg *rest.Config) client.Client {
 	return c
 }
 
-// templateObjects decodes a repository YAML file after replacing old/new string pairs:
-// the generic manifests name a placeholder provider.
-func templateObjects(t testing.TB, file string, oldnew ...string) []*unstructured.Unstructured {
+// templateFile reads a repository file and replaces old/new string pairs in it: the
+// generic manifests name a placeholder provider. A pair whose old string is missing
+// fails the test, so a changed manifest cannot silently leave the placeholder.
+func templateFile(t testing.TB, file string, oldnew ...string) []byte {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(repoRoot, file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := strings.NewReplacer(oldnew...).Replace(string(raw))
 	for i := 0; i < len(oldnew); i += 2 {
 		if !strings.Contains(string(raw), oldnew[i]) {
 			t.Fatalf("%s does not contain %q any more", file, oldnew[i])
 		}
 	}
-	var out []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(text), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out
-			}
-			t.Fatalf("%s: %v", file, err)
-		}
-		if len(u.Object) > 0 {
-			out = append(out, u)
-		}
-	}
-}
-
-func createAll(ctx context.Context, t testing.TB, c client.Client, objs []*unstructured.Unstructured) {
-	t.Helper()
-	for _, u := range objs {
-		if err := c.Create(ctx, u); err != nil {
-			t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
-	}
+	return []byte(strings.NewReplacer(oldnew...).Replace(string(raw)))
 }

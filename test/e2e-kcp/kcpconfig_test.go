@@ -38,7 +38,7 @@ func TestBrokenKCPConfig(t *testing.T) {
 	tenantWS := func(name string) tenant {
 		path, lc := e.k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), name)
 		e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
-		return tenant{path: path, lc: lc, c: newClient(t, e.k.ConfigFor(path), e.scheme)}
+		return tenant{path: path, lc: lc, c: harness.NewClient(t, e.k.ConfigFor(path), e.scheme)}
 	}
 	existing := tenantWS("tenant-existing")
 	newWidget(ctx, t, existing.c, "main", "blue")
@@ -51,7 +51,7 @@ func TestBrokenKCPConfig(t *testing.T) {
 		if !e.rt.KCPActive() {
 			t.Fatal("kcp mode stopped")
 		}
-		patch(ctx, t, existing.c, main, func(w *widget.Widget) { w.Spec.Color = color })
+		harness.Patch(ctx, t, existing.c, main, func(w *widget.Widget) { w.Spec.Color = color })
 		wantConfigMap(ctx, t, e.wl, existing.lc, "hello", color)
 		w := waitReady(ctx, t, existing.c, main)
 		if w.Status.ObservedGeneration != w.Generation {
@@ -109,14 +109,14 @@ func TestBrokenKCPConfig(t *testing.T) {
 		setSecret(ctx, t, e.pf, fresh)
 		waitKCPMode(ctx, t, e.pf, metav1.ConditionTrue, v1alpha1.ReasonKCPActive)
 		t.Logf("MEASURE KCPMode Active on a new kubeconfig %s after the Secret was fixed", time.Since(fixed).Round(10*time.Millisecond))
-		patch(ctx, t, existing.c, main, func(w *widget.Widget) { w.Spec.Color = "teal" })
+		harness.Patch(ctx, t, existing.c, main, func(w *widget.Widget) { w.Spec.Color = "teal" })
 		wantConfigMap(ctx, t, e.wl, existing.lc, "hello", "teal")
 	})
 
 	t.Run("a spec.kcp that never worked", func(t *testing.T) {
 		e.setConfig(ctx, t, "hello", nil)
 		waitKCPMode(ctx, t, e.pf, metav1.ConditionFalse, v1alpha1.ReasonKCPNotConfigured)
-		poll(ctx, t, time.Minute, "kcp mode stopped", func(context.Context) error {
+		harness.Eventually(ctx, t, time.Minute, "kcp mode stopped", func(context.Context) error {
 			if e.rt.KCPActive() {
 				return errors.New("still running")
 			}
@@ -137,7 +137,7 @@ func TestBrokenKCPConfig(t *testing.T) {
 		e.setConfig(ctx, t, "hello", &good)
 		waitKCPMode(ctx, t, e.pf, metav1.ConditionTrue, v1alpha1.ReasonKCPActive)
 		t.Logf("MEASURE KCPMode Active %s after a never-working spec.kcp was fixed (kcp mode started)", time.Since(fixed).Round(10*time.Millisecond))
-		patch(ctx, t, existing.c, main, func(w *widget.Widget) { w.Spec.Color = "gold" })
+		harness.Patch(ctx, t, existing.c, main, func(w *widget.Widget) { w.Spec.Color = "gold" })
 		wantConfigMap(ctx, t, e.wl, existing.lc, "hello", "gold")
 	})
 }
@@ -147,7 +147,7 @@ func TestBrokenKCPConfig(t *testing.T) {
 func waitKCPMode(ctx context.Context, t testing.TB, pf client.Client, status metav1.ConditionStatus, reason string) metav1.Condition {
 	t.Helper()
 	var c metav1.Condition
-	poll(ctx, t, 2*time.Minute, fmt.Sprintf("KCPMode %s/%s", status, reason), func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 2*time.Minute, fmt.Sprintf("KCPMode %s/%s", status, reason), func(ctx context.Context) error {
 		pc := &widget.WidgetConfig{}
 		if err := pf.Get(ctx, client.ObjectKey{Name: spName}, pc); err != nil {
 			return err
@@ -168,7 +168,7 @@ func waitKCPMode(ctx context.Context, t testing.TB, pf client.Client, status met
 // wantConfigEvent waits for an event of the type and reason on the ProviderConfig.
 func wantConfigEvent(ctx context.Context, t testing.TB, pf client.Client, eventType, reason string) {
 	t.Helper()
-	poll(ctx, t, time.Minute, fmt.Sprintf("%s event %s on the ProviderConfig", eventType, reason), func(ctx context.Context) error {
+	harness.Eventually(ctx, t, time.Minute, fmt.Sprintf("%s event %s on the ProviderConfig", eventType, reason), func(ctx context.Context) error {
 		items, err := eventsRegarding(ctx, pf, "WidgetConfig", client.ObjectKey{Name: spName})
 		if err != nil {
 			return err

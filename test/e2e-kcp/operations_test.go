@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -37,6 +36,7 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
@@ -62,9 +62,9 @@ func TestOperations(t *testing.T) {
 	workloadSrv := harness.StartAPIServer(t, harness.PurposeWorkload)
 	mcpSrv := harness.StartAPIServer(t, harness.PurposeMCP)
 	scheme := spScheme(t)
-	pf := newClient(t, platform.Config, scheme)
-	ob := newClient(t, onboardingSrv.Config, scheme)
-	wl := newClient(t, workloadSrv.Config, scheme)
+	pf := harness.NewClient(t, platform.Config, scheme)
+	ob := harness.NewClient(t, onboardingSrv.Config, scheme)
+	wl := harness.NewClient(t, workloadSrv.Config, scheme)
 
 	lp, err := localplatform.New(platform.Config, localplatform.Options{})
 	if err != nil {
@@ -85,10 +85,10 @@ func TestOperations(t *testing.T) {
 	if err := lp.RegisterControlPlane(ctx, "alpha", tenantsNS, "mcp"); err != nil {
 		t.Fatal(err)
 	}
-	background(ctx, t, "local platform", lp.Start)
+	harness.Background(ctx, t, "local platform", lp.Start)
 
 	k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "provider")
-	applyYAML(ctx, t, k.ClientFor(t, logicalcluster.NewPath(providerWS)), "../../config/kcp/runtime-rbac.yaml")
+	harness.ApplyYAML(ctx, t, k.ClientFor(t, logicalcluster.NewPath(providerWS)), "../../config/kcp/runtime-rbac.yaml")
 	kcpKubeconfig := serviceAccountKubeconfig(ctx, t, k, providerWS, "kcp-serviceprovider", "runtime")
 
 	dir := t.TempDir()
@@ -149,7 +149,7 @@ func TestOperations(t *testing.T) {
 	for i := 1; i <= 2; i++ {
 		path, lc := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), fmt.Sprintf("tenant-%d", i))
 		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
-		tn := tenant{path: path, lc: lc, c: newClient(t, k.ConfigFor(path), scheme)}
+		tn := tenant{path: path, lc: lc, c: harness.NewClient(t, k.ConfigFor(path), scheme)}
 		newWidget(ctx, t, tn.c, "main", "blue")
 		tenants = append(tenants, tn)
 	}
@@ -255,7 +255,7 @@ func TestOperations(t *testing.T) {
 		}
 
 		// Deleting the active object is announced; its successor is accepted.
-		deleteAndWait(ctx, t, tenants[0].c, main)
+		harness.DeleteAndWait(ctx, t, tenants[0].c, widgetAt(main))
 		waitReady(ctx, t, tenants[0].c, second)
 		wantEvents(ctx, t, tenants[0].c, main, "Deleting")
 		wantEvents(ctx, t, tenants[0].c, second, "NotSingleton", "Accepted", "Ready")
@@ -340,7 +340,7 @@ func TestOperations(t *testing.T) {
 		killed := time.Now()
 		a.stop(syscall.SIGKILL, 0)
 		took := map[string]time.Duration{}
-		poll(ctx, t, 2*replicaLeaseDuration+10*time.Second, "b leads both modes", func(ctx context.Context) error {
+		harness.Eventually(ctx, t, 2*replicaLeaseDuration+10*time.Second, "b leads both modes", func(ctx context.Context) error {
 			m, err := tryScrape(ctx, b)
 			if err != nil {
 				return err
@@ -367,8 +367,8 @@ func TestOperations(t *testing.T) {
 			}
 		}
 		// And it serves: a change in each mode is reconciled by b.
-		patch(ctx, t, tenants[1].c, main, func(w *widget.Widget) { w.Spec.Color = "yellow" })
-		patch(ctx, t, ob, alpha, func(w *widget.Widget) { w.Spec.Color = "purple" })
+		harness.Patch(ctx, t, tenants[1].c, main, func(w *widget.Widget) { w.Spec.Color = "yellow" })
+		harness.Patch(ctx, t, ob, alpha, func(w *widget.Widget) { w.Spec.Color = "purple" })
 		wantConfigMap(ctx, t, wl, tenants[1].lc, "bonjour", "yellow")
 		wantStandardConfigMap(ctx, t, wl, alpha, "bonjour", "purple")
 		t.Logf("changes in both modes reconciled %s after the kill", time.Since(killed).Round(10*time.Millisecond))
@@ -592,7 +592,7 @@ func scrape(ctx context.Context, t testing.TB, r *replica) metricSet {
 // wantMetric waits until the sum of name's series with labels l is want.
 func wantMetric(ctx context.Context, t testing.TB, r *replica, name string, l labels, want float64) {
 	t.Helper()
-	poll(ctx, t, 2*time.Minute, fmt.Sprintf("replica %s: %s%v = %v", r.name, name, l, want), func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 2*time.Minute, fmt.Sprintf("replica %s: %s%v = %v", r.name, name, l, want), func(ctx context.Context) error {
 		m, err := tryScrape(ctx, r)
 		if err != nil {
 			return err
@@ -608,7 +608,7 @@ func wantMetric(ctx context.Context, t testing.TB, r *replica, name string, l la
 func wantProbe(ctx context.Context, t testing.TB, r *replica, path string, code int) string {
 	t.Helper()
 	var body string
-	poll(ctx, t, 2*time.Minute, fmt.Sprintf("replica %s: %s answers %d", r.name, path, code), func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 2*time.Minute, fmt.Sprintf("replica %s: %s answers %d", r.name, path, code), func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.probes+path, nil)
 		if err != nil {
 			return err
@@ -666,7 +666,7 @@ func eventsRegarding(ctx context.Context, c client.Client, kind string, key clie
 // wantEvents waits until the object's events include every reason.
 func wantEvents(ctx context.Context, t testing.TB, c client.Client, key client.ObjectKey, reasons ...string) {
 	t.Helper()
-	poll(ctx, t, time.Minute, fmt.Sprintf("events %v on %s", reasons, key), func(ctx context.Context) error {
+	harness.Eventually(ctx, t, time.Minute, fmt.Sprintf("events %v on %s", reasons, key), func(ctx context.Context) error {
 		items, err := eventsRegarding(ctx, c, "Widget", key)
 		if err != nil {
 			return err
@@ -766,7 +766,7 @@ func secretNeedles(ctx context.Context, t testing.TB, pf, wl client.Client, kube
 // kubectl runs the test kubectl against cfg and returns its output.
 func kubectl(ctx context.Context, t testing.TB, cfg *rest.Config, args ...string) string {
 	t.Helper()
-	assets, err := harness.AssetsDir()
+	assets, err := localenv.AssetsDir()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -790,7 +790,7 @@ func kubectl(ctx context.Context, t testing.TB, cfg *rest.Config, args ...string
 func wantStandardConfigMap(ctx context.Context, t testing.TB, wl client.Client, key client.ObjectKey, greeting, color string) {
 	t.Helper()
 	ns := cluster.StandardIdentity(key.Namespace, key.Name).TenantNamespace()
-	poll(ctx, t, 2*time.Minute, "widget ConfigMap of "+key.String(), func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 2*time.Minute, "widget ConfigMap of "+key.String(), func(ctx context.Context) error {
 		cm := &corev1.ConfigMap{}
 		if err := wl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "widget"}, cm); err != nil {
 			return err
@@ -800,24 +800,4 @@ func wantStandardConfigMap(ctx context.Context, t testing.TB, wl client.Client, 
 		}
 		return nil
 	})
-}
-
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func tailFile(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }

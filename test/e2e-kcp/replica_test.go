@@ -5,9 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -22,7 +20,10 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
+	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+	"strconv"
 )
 
 // A replica is this test binary started again as the widget provider's process: the
@@ -108,75 +109,40 @@ func runReplica() error {
 
 // replica is a running replica process.
 type replica struct {
+	*harness.Process
 	name            string
 	metrics, probes string // base URLs
-	logPath         string
-	cmd             *exec.Cmd
-	exited          chan struct{}
 }
 
 // startReplica starts a replica serving the platform and onboarding clusters whose
 // kubeconfig files are given. t.Cleanup stops it (SIGTERM, then SIGKILL).
 func startReplica(t *testing.T, name, platformKubeconfig, onboardingKubeconfig string) *replica {
 	t.Helper()
-	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
-	r := &replica{
-		name:    name,
-		metrics: "http://" + metricsAddr, probes: "http://" + probeAddr,
-		logPath: filepath.Join(t.TempDir(), name+".log"),
-		exited:  make(chan struct{}),
-	}
-	out, err := os.Create(r.logPath)
+	ports, err := localenv.FreePorts(2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	r.cmd.Env = append(os.Environ(),
+	metricsAddr, probeAddr := "127.0.0.1:"+strconv.Itoa(ports[0]), "127.0.0.1:"+strconv.Itoa(ports[1])
+	r := &replica{name: name, metrics: "http://" + metricsAddr, probes: "http://" + probeAddr}
+	r.Process = harness.StartProcess(t, "replica-"+name, os.Args[0], []string{"-test.run=^$"}, 30*time.Second,
 		replicaEnv+"="+name,
 		replicaPlatformEnv+"="+platformKubeconfig,
 		replicaOnboardingEnv+"="+onboardingKubeconfig,
 		replicaMetricsEnv+"="+metricsAddr,
 		replicaProbesEnv+"="+probeAddr,
 	)
-	r.cmd.Stdout, r.cmd.Stderr = out, out
-	r.cmd.SysProcAttr = replicaSysProcAttr()
-	if err := r.cmd.Start(); err != nil {
-		t.Fatalf("starting replica %s: %v", name, err)
-	}
-	go func() {
-		_ = r.cmd.Wait()
-		_ = out.Close()
-		close(r.exited)
-	}()
-	t.Cleanup(func() {
-		r.stop(syscall.SIGTERM, 30*time.Second)
-		if t.Failed() {
-			t.Logf("replica %s log tail:\n%s", name, tailFile(r.logPath, 40))
-		}
-	})
-	t.Logf("replica %s: pid %d, metrics %s, probes %s", name, r.cmd.Process.Pid, r.metrics, r.probes)
+	t.Logf("replica %s: pid %d, metrics %s, probes %s", name, r.Pid(), r.metrics, r.probes)
 	return r
 }
 
 // stop signals the replica and waits for it to exit, killing it after grace.
 func (r *replica) stop(sig syscall.Signal, grace time.Duration) {
-	select {
-	case <-r.exited:
-		return
-	default:
-	}
-	_ = r.cmd.Process.Signal(sig)
-	select {
-	case <-r.exited:
-	case <-time.After(grace):
-		_ = r.cmd.Process.Kill()
-		<-r.exited
-	}
+	_ = r.StopWith(sig, grace)
 }
 
 func (r *replica) log(t testing.TB) []byte {
 	t.Helper()
-	b, err := os.ReadFile(r.logPath)
+	b, err := os.ReadFile(r.Log)
 	if err != nil {
 		t.Fatal(err)
 	}

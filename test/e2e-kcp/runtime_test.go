@@ -1,12 +1,9 @@
 package e2ekcp
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -23,15 +20,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -39,12 +33,13 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
-	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
-	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
 	"github.com/openmcp-project/kcp-serviceprovider/workspaces"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 const (
@@ -109,37 +104,27 @@ func (e *kcpEnv) setConfig(ctx context.Context, t testing.TB, greeting string, k
 // startKCPEnv starts everything and waits until kcp mode runs.
 func startKCPEnv(ctx context.Context, t *testing.T, opts builder.Options) *kcpEnv {
 	t.Helper()
-	k := harness.StartKCP(t, harness.WithFeatureGates("GlobalServiceAccount=true"))
 	widgetCRD, configCRD, err := widget.CRDs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	platform := harness.StartAPIServer(t, harness.PurposePlatform, harness.WithCRDs(configCRD))
-	workloadSrv := harness.StartAPIServer(t, harness.PurposeWorkload)
+	// kcp, the platform and workload clusters, the local platform granting workload
+	// clusters, and the provider workspace with the runtime's identity there (exactly
+	// the shipped RBAC) and its kubeconfig in the Secret spec.kcp names.
+	p := harness.StartPlatform(ctx, t, localenv.PlatformOptions{
+		Clusters: []string{localenv.PurposeWorkload},
+		CRDs:     map[string][]*apiextensionsv1.CustomResourceDefinition{localenv.PurposePlatform: {configCRD}},
+		KCP:      true,
+		Provider: &localenv.ProviderWorkspace{
+			Path:           providerWS,
+			RBACFile:       "../../config/kcp/runtime-rbac.yaml",
+			ServiceAccount: types.NamespacedName{Namespace: "kcp-serviceprovider", Name: "runtime"},
+			Secret:         types.NamespacedName{Namespace: kcpSecretNS, Name: kcpSecretName},
+		},
+	})
 	scheme := spScheme(t)
-	e := &kcpEnv{k: k, platform: platform, workload: workloadSrv, scheme: scheme,
-		pf: newClient(t, platform.Config, scheme), wl: newClient(t, workloadSrv.Config, scheme)}
-
-	lp, err := localplatform.New(platform.Config, localplatform.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lp.AddCluster(localplatform.TargetCluster{Name: "workload", Purposes: []string{clustersv1alpha1.PURPOSE_WORKLOAD}, Config: workloadSrv.Config}); err != nil {
-		t.Fatal(err)
-	}
-	background(ctx, t, "local platform", lp.Start)
-
-	// The provider workspace, the runtime's identity there with exactly the shipped
-	// RBAC, and its kubeconfig in the Secret spec.kcp names.
-	k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "provider")
-	applyYAML(ctx, t, k.ClientFor(t, logicalcluster.NewPath(providerWS)), "../../config/kcp/runtime-rbac.yaml")
-	kubeconfig := serviceAccountKubeconfig(ctx, t, k, providerWS, "kcp-serviceprovider", "runtime")
-	if err := e.pf.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: kcpSecretNS, Name: kcpSecretName},
-		Data:       map[string][]byte{"kubeconfig": kubeconfig},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	e := &kcpEnv{k: p.KCP, platform: p.Platform, workload: p.Workload, scheme: scheme,
+		pf: harness.NewClient(t, p.Platform.Config, scheme), wl: harness.NewClient(t, p.Workload.Config, scheme)}
 
 	e.rt, err = builder.ServiceProvider[*widget.Widget](spName, scheme).
 		For(&widget.Widget{}).
@@ -151,15 +136,15 @@ func startKCPEnv(ctx context.Context, t *testing.T, opts builder.Options) *kcpEn
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.Platform, opts.Namespace = platform.Config, "default"
+	opts.Platform, opts.Namespace = p.Platform.Config, "default"
 	if opts.RetryInterval == 0 {
 		opts.RetryInterval = time.Second
 	}
-	background(ctx, t, "runtime", func(ctx context.Context) error { return e.rt.Start(ctx, opts) })
+	harness.Background(ctx, t, "runtime", func(ctx context.Context) error { return e.rt.Start(ctx, opts) })
 
 	e.kcpSpec = &v1alpha1.KCP{ProviderWorkspace: providerWS, KubeconfigSecret: v1alpha1.SecretReference{Name: kcpSecretName, Namespace: kcpSecretNS}}
 	e.setConfig(ctx, t, "hello", e.kcpSpec)
-	poll(ctx, t, 2*time.Minute, "kcp mode running", func(context.Context) error {
+	harness.Eventually(ctx, t, 2*time.Minute, "kcp mode running", func(context.Context) error {
 		if !e.rt.KCPActive() {
 			return errors.New("not yet")
 		}
@@ -185,7 +170,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		path, lc := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), fmt.Sprintf("tenant-%d", i))
 		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
-		tn := tenant{path: path, lc: lc, c: newClient(t, k.ConfigFor(path), scheme)}
+		tn := tenant{path: path, lc: lc, c: harness.NewClient(t, k.ConfigFor(path), scheme)}
 		newWidget(ctx, t, tn.c, "main", "blue")
 		tenants = append(tenants, tn)
 	}
@@ -196,7 +181,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 		t.Helper()
 		path, lc := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), name)
 		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
-		c := newClient(t, k.ConfigFor(path), scheme)
+		c := harness.NewClient(t, k.ConfigFor(path), scheme)
 		newWidget(ctx, t, c, "main", color)
 		waitReady(ctx, t, c, main)
 		wantConfigMap(ctx, t, wl, lc, "ciao", color)
@@ -213,7 +198,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 			if !strings.HasSuffix(strings.TrimSuffix(cfg.Host, "/"), "/clusters/"+tn.lc.String()) {
 				t.Errorf("worker kubeconfig points at %s, want the workspace %s", cfg.Host, tn.lc)
 			}
-			worker := newClient(t, cfg, scheme)
+			worker := harness.NewClient(t, cfg, scheme)
 			if err := worker.Get(ctx, main, &widget.Widget{}); err != nil {
 				t.Errorf("tenant %d: worker cannot read its own Widget: %v", i+1, err)
 			}
@@ -223,7 +208,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 			neighbour := tenants[(i+1)%len(tenants)]
 			ncfg := rest.CopyConfig(cfg)
 			ncfg.Host = strings.TrimSuffix(strings.TrimSuffix(cfg.Host, "/"), tn.lc.String()) + neighbour.lc.String()
-			if err := newClient(t, ncfg, scheme).Get(ctx, main, &widget.Widget{}); !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) {
+			if err := harness.NewClient(t, ncfg, scheme).Get(ctx, main, &widget.Widget{}); !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) {
 				t.Errorf("tenant %d: worker reading its neighbour's Widget: want forbidden, got %v", i+1, err)
 			}
 			cs := kubernetes.NewForConfigOrDie(cfg)
@@ -236,7 +221,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 			onWorkload := &rest.Config{Host: e.workload.Config.Host, BearerToken: cfg.BearerToken,
 				TLSClientConfig: rest.TLSClientConfig{CAData: e.workload.Config.CAData}}
 			nns := cluster.KCPIdentity(neighbour.lc.String()).TenantNamespace()
-			err = newClient(t, onWorkload, scheme).Get(ctx, client.ObjectKey{Namespace: nns, Name: "widget-kubeconfig"}, &corev1.Secret{})
+			err = harness.NewClient(t, onWorkload, scheme).Get(ctx, client.ObjectKey{Namespace: nns, Name: "widget-kubeconfig"}, &corev1.Secret{})
 			if !apierrors.IsUnauthorized(err) && !apierrors.IsForbidden(err) {
 				t.Errorf("tenant %d: worker reading its neighbour's kubeconfig Secret on the workload cluster: want denied, got %v", i+1, err)
 			}
@@ -258,7 +243,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 		if len(w.Finalizers) != 0 {
 			t.Errorf("a rejected object got finalizers %v", w.Finalizers)
 		}
-		deleteAndWait(ctx, t, tn.c, main)
+		harness.DeleteAndWait(ctx, t, tn.c, widgetAt(main))
 		waitReady(ctx, t, tn.c, second)
 		wantConfigMap(ctx, t, wl, tn.lc, "hello", "red")
 	})
@@ -276,7 +261,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 
 	t.Run("delete cleans up the workspace and the platform", func(t *testing.T) {
 		tn := tenants[1]
-		deleteAndWait(ctx, t, tn.c, main)
+		harness.DeleteAndWait(ctx, t, tn.c, widgetAt(main))
 		if n := countManaged(ctx, t, tn.c); n != 0 {
 			t.Errorf("%d ServiceAccounts/ClusterRoles/ClusterRoleBindings left in the workspace", n)
 		}
@@ -300,7 +285,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 			claims[i].State = apisv1alpha2.ClaimRejected
 		}
 		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, claims)
-		c := newClient(t, k.ConfigFor(path), scheme)
+		c := harness.NewClient(t, k.ConfigFor(path), scheme)
 		newWidget(ctx, t, c, "main", "blue")
 		msg := waitReason(ctx, t, c, main, v1alpha1.ReasonPermissionClaimMissing)
 		// The first claim the runtime needs names itself (all are rejected here).
@@ -314,20 +299,20 @@ func TestRuntimeKCPMode(t *testing.T) {
 		}
 		// Nothing was ordered for a tenant that cannot be served, and its object can
 		// still be deleted: no finalizer of ours is left behind.
-		deleteAndWait(ctx, t, c, main)
+		harness.DeleteAndWait(ctx, t, c, widgetAt(main))
 	})
 
 	t.Run("removing and re-adding spec.kcp stops and starts kcp mode live", func(t *testing.T) {
 		tn := tenants[2]
 		setConfig(t, "bonjour", nil)
-		poll(ctx, t, time.Minute, "kcp mode stopped", func(context.Context) error {
+		harness.Eventually(ctx, t, time.Minute, "kcp mode stopped", func(context.Context) error {
 			if rt.KCPActive() {
 				return errors.New("still running")
 			}
 			return nil
 		})
 		// With kcp mode stopped nothing reconciles the tenant's change...
-		patch(ctx, t, tn.c, main, func(w *widget.Widget) { w.Spec.Color = "green" })
+		harness.Patch(ctx, t, tn.c, main, func(w *widget.Widget) { w.Spec.Color = "green" })
 		w := &widget.Widget{}
 		if err := tn.c.Get(ctx, main, w); err != nil {
 			t.Fatal(err)
@@ -354,7 +339,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 		// Nothing of it is left: neither its worker nor what the runtime ordered for it
 		// on the platform (kcp deletes the object with the binding and the deletion
 		// sequence runs; the orphan sweep is there for when it cannot).
-		poll(ctx, t, time.Minute, "worker and platform requests of the unbound workspace swept", func(ctx context.Context) error {
+		harness.Eventually(ctx, t, time.Minute, "worker and platform requests of the unbound workspace swept", func(ctx context.Context) error {
 			if n := workloadObjects(ctx, t, wl, gone.lc); n != 0 {
 				return fmt.Errorf("%d worker objects left", n)
 			}
@@ -371,7 +356,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 		k.Restart(t)
 		// An existing tenant's change is served again...
 		second := client.ObjectKey{Namespace: "default", Name: "second"}
-		patch(ctx, t, tn.c, second, func(w *widget.Widget) { w.Spec.Color = "purple" })
+		harness.Patch(ctx, t, tn.c, second, func(w *widget.Widget) { w.Spec.Color = "purple" })
 		wantConfigMap(ctx, t, wl, tn.lc, "ciao", "purple")
 		waitReady(ctx, t, tn.c, second)
 		// ...and a workspace bound after the restart is picked up.
@@ -391,14 +376,14 @@ func TestRuntimeKCPMode(t *testing.T) {
 		if err := root.Delete(ctx, &tenancyv1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: tn.path.Base()}}); err != nil {
 			t.Fatal(err)
 		}
-		poll(ctx, t, 3*time.Minute, "workspace "+tn.path.String()+" deleted", func(ctx context.Context) error {
+		harness.Eventually(ctx, t, 3*time.Minute, "workspace "+tn.path.String()+" deleted", func(ctx context.Context) error {
 			ws := &tenancyv1alpha1.Workspace{}
 			if err := root.Get(ctx, client.ObjectKey{Name: tn.path.Base()}, ws); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("still there (%v): %+v", err, ws.Status.Conditions)
 			}
 			return nil
 		})
-		poll(ctx, t, time.Minute, "platform requests of the deleted workspace removed", func(ctx context.Context) error {
+		harness.Eventually(ctx, t, time.Minute, "platform requests of the deleted workspace removed", func(ctx context.Context) error {
 			if n := platformRequests(ctx, t, pf, tn.lc); n != 0 {
 				return fmt.Errorf("%d requests left", n)
 			}
@@ -423,12 +408,12 @@ func TestRuntimeKCPMode(t *testing.T) {
 		// to leave the object alone); the workspace is deleted and, stuck on the
 		// runtime's finalizer, freed by hand: the object is gone without the deletion
 		// sequence, and the workspace with it.
-		patch(ctx, t, c, main, func(w *widget.Widget) { w.Annotations = map[string]string{"openmcp.cloud/operation": "ignore"} })
+		harness.Patch(ctx, t, c, main, func(w *widget.Widget) { w.Annotations = map[string]string{"openmcp.cloud/operation": "ignore"} })
 		root := k.ClientFor(t, logicalcluster.NewPath("root"))
 		if err := root.Delete(ctx, &tenancyv1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: path.Base()}}); err != nil {
 			t.Fatal(err)
 		}
-		poll(ctx, t, time.Minute, "the widget marked for deletion", func(ctx context.Context) error {
+		harness.Eventually(ctx, t, time.Minute, "the widget marked for deletion", func(ctx context.Context) error {
 			w := &widget.Widget{}
 			if err := c.Get(ctx, main, w); err != nil {
 				return err
@@ -438,19 +423,19 @@ func TestRuntimeKCPMode(t *testing.T) {
 			}
 			return nil
 		})
-		patch(ctx, t, c, main, func(w *widget.Widget) { w.Finalizers = nil })
+		harness.Patch(ctx, t, c, main, func(w *widget.Widget) { w.Finalizers = nil })
 		removed := time.Now()
 		// Checked before the sweep can have found the tenant gone three times.
 		if n := workloadObjects(ctx, t, wl, lc); n != 2 {
 			t.Fatalf("%d worker objects on the workload cluster right after the removal, want 2: nothing but the sweep may remove them", n)
 		}
-		poll(ctx, t, 3*time.Minute, "workspace "+path.String()+" deleted", func(ctx context.Context) error {
+		harness.Eventually(ctx, t, 3*time.Minute, "workspace "+path.String()+" deleted", func(ctx context.Context) error {
 			if err := root.Get(ctx, client.ObjectKey{Name: path.Base()}, &tenancyv1alpha1.Workspace{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("still there (%v)", err)
 			}
 			return nil
 		})
-		poll(ctx, t, time.Minute, "the force-removed workspace's worker, requests and access swept", func(ctx context.Context) error {
+		harness.Eventually(ctx, t, time.Minute, "the force-removed workspace's worker, requests and access swept", func(ctx context.Context) error {
 			if n := workloadObjects(ctx, t, wl, lc); n != 0 {
 				return fmt.Errorf("%d worker objects left", n)
 			}
@@ -552,20 +537,11 @@ func acceptedClaims() []apisv1alpha2.AcceptablePermissionClaim {
 	return out
 }
 
-func newClient(t testing.TB, cfg *rest.Config, scheme *runtime.Scheme) client.Client {
-	t.Helper()
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 func newWidget(ctx context.Context, t testing.TB, c client.Client, name, color string) {
 	t.Helper()
 	// A binding is Bound a moment before the workspace's discovery serves the bound
 	// resource; only that is retried.
-	poll(ctx, t, 30*time.Second, "creating widget "+name, func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 30*time.Second, "creating widget "+name, func(ctx context.Context) error {
 		err := c.Create(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: widget.WidgetSpec{Color: color}})
 		if err != nil && !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
 			t.Fatalf("creating widget %s: %v", name, err)
@@ -574,29 +550,9 @@ func newWidget(ctx context.Context, t testing.TB, c client.Client, name, color s
 	})
 }
 
-func patch(ctx context.Context, t testing.TB, c client.Client, key client.ObjectKey, mutate func(*widget.Widget)) {
-	t.Helper()
-	w := &widget.Widget{}
-	if err := c.Get(ctx, key, w); err != nil {
-		t.Fatal(err)
-	}
-	base := w.DeepCopy()
-	mutate(w)
-	if err := c.Patch(ctx, w, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func deleteAndWait(ctx context.Context, t testing.TB, c client.Client, key client.ObjectKey) {
-	t.Helper()
-	if err := deleteUntilGone(ctx, c, key); err != nil {
-		t.Fatalf("%s deleted: %v", key, err)
-	}
-}
-
 func waitReady(ctx context.Context, t testing.TB, c client.Client, key client.ObjectKey) *widget.Widget {
 	t.Helper()
-	poll(ctx, t, 2*time.Minute, key.String()+" Ready", func(ctx context.Context) error { return readyErr(ctx, c, key) })
+	harness.Eventually(ctx, t, 2*time.Minute, key.String()+" Ready", func(ctx context.Context) error { return readyErr(ctx, c, key) })
 	w := &widget.Widget{}
 	if err := c.Get(ctx, key, w); err != nil {
 		t.Fatal(err)
@@ -606,7 +562,7 @@ func waitReady(ctx context.Context, t testing.TB, c client.Client, key client.Ob
 
 func waitReason(ctx context.Context, t testing.TB, c client.Client, key client.ObjectKey, reason string) string {
 	t.Helper()
-	poll(ctx, t, 2*time.Minute, key.String()+" "+reason, func(ctx context.Context) error { return reasonErr(ctx, c, key, reason) })
+	harness.Eventually(ctx, t, 2*time.Minute, key.String()+" "+reason, func(ctx context.Context) error { return reasonErr(ctx, c, key, reason) })
 	w := &widget.Widget{}
 	if err := c.Get(ctx, key, w); err != nil {
 		t.Fatal(err)
@@ -635,7 +591,7 @@ func workerConfig(ctx context.Context, t testing.TB, wl client.Client, lc logica
 func wantConfigMap(ctx context.Context, t testing.TB, wl client.Client, lc logicalcluster.Name, greeting, color string) {
 	t.Helper()
 	ns := cluster.KCPIdentity(lc.String()).TenantNamespace()
-	poll(ctx, t, 2*time.Minute, "widget ConfigMap of "+lc.String(), func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 2*time.Minute, "widget ConfigMap of "+lc.String(), func(ctx context.Context) error {
 		cm := &corev1.ConfigMap{}
 		if err := wl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "widget"}, cm); err != nil {
 			return err
@@ -666,63 +622,14 @@ func countManaged(ctx context.Context, t testing.TB, c client.Client) int {
 // writes a kubeconfig for it, as a platform team would for spec.kcp.
 func serviceAccountKubeconfig(ctx context.Context, t testing.TB, k *harness.KCP, path, ns, name string) []byte {
 	t.Helper()
-	admin := k.ConfigFor(logicalcluster.NewPath(path))
-	cs := kubernetes.NewForConfigOrDie(admin)
-	var tr *authenticationv1.TokenRequest
-	poll(ctx, t, time.Minute, "runtime token", func(ctx context.Context) error {
-		var err error
-		tr, err = cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
-			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(24 * 3600))},
-		}, metav1.CreateOptions{})
-		return err
-	})
-	raw, err := kubeconfig.Render("runtime", kubeconfig.Server{URL: admin.Host, CAData: admin.CAData}, tr.Status.Token)
+	raw, err := localenv.ServiceAccountKubeconfig(ctx, k.ConfigFor(logicalcluster.NewPath(path)), ns, name, 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return raw
 }
 
-// applyYAML creates every object of a multi-document YAML file.
-func applyYAML(ctx context.Context, t testing.TB, c client.Client, file string) {
-	t.Helper()
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return
-			}
-			t.Fatalf("%s: %v", file, err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if err := c.Create(ctx, u); err != nil {
-			t.Fatalf("%s: creating %s %s: %v", file, u.GetKind(), u.GetName(), err)
-		}
-	}
-}
-
-func poll(ctx context.Context, t testing.TB, timeout time.Duration, what string, cond func(context.Context) error) {
-	t.Helper()
-	if err := until(ctx, timeout, cond); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-}
-
-func background(ctx context.Context, t *testing.T, what string, fn func(context.Context) error) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := fn(ctx); err != nil && ctx.Err() == nil {
-			t.Errorf("%s stopped: %v", what, err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+// widgetAt names the widget at key, for deleting it.
+func widgetAt(key client.ObjectKey) *widget.Widget {
+	return &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 }

@@ -15,12 +15,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
+	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
 
@@ -63,7 +64,7 @@ func TestSoak(t *testing.T) {
 	for i := range all {
 		path, lc := e.k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), fmt.Sprintf("soak-%d", i))
 		e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
-		all[i] = ws{lc: lc, c: newClient(t, e.k.ConfigFor(path), e.scheme)}
+		all[i] = ws{lc: lc, c: harness.NewClient(t, e.k.ConfigFor(path), e.scheme)}
 	}
 
 	var (
@@ -126,7 +127,7 @@ func TestSoak(t *testing.T) {
 		if keep {
 			wantRequests = 1
 		}
-		poll(ctx, t, time.Minute, fmt.Sprintf("leftovers of workspace %d", i), func(ctx context.Context) error {
+		harness.Eventually(ctx, t, time.Minute, fmt.Sprintf("leftovers of workspace %d", i), func(ctx context.Context) error {
 			ars, crs, err := listRequests(ctx, e.pf, w.lc)
 			if err != nil {
 				return err
@@ -178,8 +179,8 @@ func soakCycle(ctx context.Context, c client.Client, cycle int, last bool) (time
 	}
 	var took time.Duration
 	if !earlyDelete {
-		if err := until(ctx, 2*time.Minute, func(ctx context.Context) error { return readyErr(ctx, c, key) }); err != nil {
-			return 0, fmt.Errorf("%s Ready: %w", name, err)
+		if err := localenv.Poll(ctx, 2*time.Minute, name+" Ready", func(ctx context.Context) error { return readyErr(ctx, c, key) }); err != nil {
+			return 0, err
 		}
 		took = time.Since(created)
 	}
@@ -187,48 +188,24 @@ func soakCycle(ctx context.Context, c client.Client, cycle int, last bool) (time
 		return took, nil
 	}
 	if second {
-		if err := until(ctx, time.Minute, func(ctx context.Context) error {
+		if err := localenv.Poll(ctx, time.Minute, secondKey.Name+" NotSingleton", func(ctx context.Context) error {
 			return reasonErr(ctx, c, secondKey, v1alpha1.ReasonNotSingleton)
 		}); err != nil {
-			return 0, fmt.Errorf("%s NotSingleton: %w", secondKey.Name, err)
+			return 0, err
 		}
 	}
-	if err := deleteUntilGone(ctx, c, key); err != nil {
+	if err := localenv.DeleteAndWait(ctx, c, widgetAt(key), 2*time.Minute); err != nil {
 		return 0, err
 	}
 	if second {
-		if err := until(ctx, 2*time.Minute, func(ctx context.Context) error { return readyErr(ctx, c, secondKey) }); err != nil {
-			return 0, fmt.Errorf("%s promoted and Ready: %w", secondKey.Name, err)
+		if err := localenv.Poll(ctx, 2*time.Minute, secondKey.Name+" promoted and Ready", func(ctx context.Context) error { return readyErr(ctx, c, secondKey) }); err != nil {
+			return 0, err
 		}
-		if err := deleteUntilGone(ctx, c, secondKey); err != nil {
+		if err := localenv.DeleteAndWait(ctx, c, widgetAt(secondKey), 2*time.Minute); err != nil {
 			return 0, err
 		}
 	}
 	return took, nil
-}
-
-func deleteUntilGone(ctx context.Context, c client.Client, key client.ObjectKey) error {
-	if err := c.Delete(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}); err != nil {
-		return fmt.Errorf("deleting %s: %w", key.Name, err)
-	}
-	return until(ctx, 2*time.Minute, func(ctx context.Context) error {
-		if err := c.Get(ctx, key, &widget.Widget{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("%s still there (%v)", key.Name, err)
-		}
-		return nil
-	})
-}
-
-// until polls cond until it returns nil; its last error says why not in time.
-func until(ctx context.Context, timeout time.Duration, cond func(context.Context) error) error {
-	var last error
-	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		last = cond(ctx)
-		return last == nil, nil
-	}); err != nil {
-		return fmt.Errorf("not within %s: %w", timeout, last)
-	}
-	return nil
 }
 
 func readyErr(ctx context.Context, c client.Client, key client.ObjectKey) error {

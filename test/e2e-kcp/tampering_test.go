@@ -42,7 +42,7 @@ func TestTampering(t *testing.T) {
 		t.Helper()
 		path, lc := e.k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), name)
 		e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
-		tn := tenant{path: path, lc: lc, c: newClient(t, e.k.ConfigFor(path), e.scheme)}
+		tn := tenant{path: path, lc: lc, c: harness.NewClient(t, e.k.ConfigFor(path), e.scheme)}
 		newWidget(ctx, t, tn.c, main.Name, "blue")
 		waitReady(ctx, t, tn.c, main)
 		if err := workerWorks(ctx, e, tn); err != nil {
@@ -87,7 +87,7 @@ func TestTampering(t *testing.T) {
 		}
 		wantEvents(ctx, t, tn.c, main, v1alpha1.ReasonCleanupBlocked)
 		// Everything else is released meanwhile.
-		poll(ctx, t, time.Minute, "platform requests released", func(ctx context.Context) error {
+		harness.Eventually(ctx, t, time.Minute, "platform requests released", func(ctx context.Context) error {
 			if n := platformRequests(ctx, t, e.pf, tn.lc); n != 0 {
 				return fmt.Errorf("%d left", n)
 			}
@@ -96,7 +96,7 @@ func TestTampering(t *testing.T) {
 
 		// Accepting the claim again lets the runtime finish.
 		setClaimState(ctx, t, tn, "clusterrolebindings", apisv1alpha2.ClaimAccepted)
-		poll(ctx, t, time.Minute, "the widget gone after the claim is accepted again", func(ctx context.Context) error {
+		harness.Eventually(ctx, t, time.Minute, "the widget gone after the claim is accepted again", func(ctx context.Context) error {
 			if err := tn.c.Get(ctx, main, &widget.Widget{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("still there (%v)", err)
 			}
@@ -125,7 +125,7 @@ func TestTampering(t *testing.T) {
 		}
 
 		deleted := time.Now()
-		deleteAndWait(ctx, t, tn.c, main)
+		harness.DeleteAndWait(ctx, t, tn.c, widgetAt(main))
 		t.Logf("measured: widget with a taken-over binding gone %s after the deletion", time.Since(deleted).Round(100*time.Millisecond))
 		waitRefused(ctx, t, e, tn, token, deleted)
 		wantEvents(ctx, t, tn.c, main, "LeftBehind")
@@ -194,7 +194,7 @@ func TestTampering(t *testing.T) {
 			if err := tc.tamper(ctx); err != nil {
 				t.Fatalf("%s: %v", tc.what, err)
 			}
-			poll(ctx, t, 10*time.Second, tc.what+": repaired", func(ctx context.Context) error {
+			harness.Eventually(ctx, t, 10*time.Second, tc.what+": repaired", func(ctx context.Context) error {
 				if err := tc.repaired(ctx); err != nil {
 					return err
 				}
@@ -206,7 +206,7 @@ func TestTampering(t *testing.T) {
 				t.Errorf("%s: repaired after %s, target 5s", tc.what, took.Round(100*time.Millisecond))
 			}
 			// Not Ready while it was broken, Ready again after.
-			poll(ctx, t, 10*time.Second, tc.what+": the object reported the repair", func(context.Context) error {
+			harness.Eventually(ctx, t, 10*time.Second, tc.what+": the object reported the repair", func(context.Context) error {
 				seen := reasons()
 				i := slices.Index(seen, v1alpha1.ReasonAccessRepaired)
 				if i < 0 || !slices.Contains(seen[i+1:], v1alpha1.ReasonReady) {
@@ -216,16 +216,16 @@ func TestTampering(t *testing.T) {
 			})
 		}
 		wantEvents(ctx, t, tn.c, main, v1alpha1.ReasonAccessRepaired)
-		deleteAndWait(ctx, t, tn.c, main)
+		harness.DeleteAndWait(ctx, t, tn.c, widgetAt(main))
 		nothingLeft(t, tn)
 	})
 
 	t.Run("a ServiceAccount of the runtime's name made by the tenant: a message that says what to do", func(t *testing.T) {
 		path, lc := e.k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "tamper-foreign")
 		e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
-		tn := tenant{path: path, lc: lc, c: newClient(t, e.k.ConfigFor(path), e.scheme)}
+		tn := tenant{path: path, lc: lc, c: harness.NewClient(t, e.k.ConfigFor(path), e.scheme)}
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: spName + "-workload"}}
-		poll(ctx, t, 30*time.Second, "the tenant's own ServiceAccount", func(ctx context.Context) error { return tn.c.Create(ctx, sa) })
+		harness.Eventually(ctx, t, 30*time.Second, "the tenant's own ServiceAccount", func(ctx context.Context) error { return tn.c.Create(ctx, sa) })
 		newWidget(ctx, t, tn.c, main.Name, "blue")
 		msg := waitReason(ctx, t, tn.c, main, v1alpha1.ReasonConflictingObject)
 		for _, want := range []string{"serviceaccounts default/" + spName + "-workload", "delete it"} {
@@ -238,7 +238,7 @@ func TestTampering(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitReady(ctx, t, tn.c, main)
-		deleteAndWait(ctx, t, tn.c, main)
+		harness.DeleteAndWait(ctx, t, tn.c, widgetAt(main))
 		nothingLeft(t, tn)
 	})
 }
@@ -269,14 +269,14 @@ func workerWorks(ctx context.Context, e *kcpEnv, tn tenant) error {
 // (its ServiceAccount is gone; the API server caches a token's authentication for 10 s).
 func waitRefused(ctx context.Context, t *testing.T, e *kcpEnv, tn tenant, token string, deleted time.Time) {
 	t.Helper()
-	poll(ctx, t, 10*time.Second, "the worker's token refused after deletion", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 10*time.Second, "the worker's token refused after deletion", func(ctx context.Context) error {
 		if err := listWidgetsAs(ctx, e, tn, token); !apierrors.IsUnauthorized(err) && !apierrors.IsForbidden(err) {
 			return fmt.Errorf("worker's token: %v", err)
 		}
 		return nil
 	})
 	t.Logf("measured: worker's token refused (403 or 401) %s after the deletion", time.Since(deleted).Round(100*time.Millisecond))
-	poll(ctx, t, 30*time.Second, "the worker's token unauthenticated after deletion", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 30*time.Second, "the worker's token unauthenticated after deletion", func(ctx context.Context) error {
 		if err := listWidgetsAs(ctx, e, tn, token); !apierrors.IsUnauthorized(err) {
 			return fmt.Errorf("worker's token: %v", err)
 		}
@@ -320,7 +320,7 @@ func setClaimState(ctx context.Context, t testing.TB, tn tenant, resource string
 // waitReasonWithin is waitReason with a deadline of the caller's.
 func waitReasonWithin(ctx context.Context, t testing.TB, c client.Client, key client.ObjectKey, reason string, timeout time.Duration) string {
 	t.Helper()
-	poll(ctx, t, timeout, key.String()+" "+reason, func(ctx context.Context) error { return reasonErr(ctx, c, key, reason) })
+	harness.Eventually(ctx, t, timeout, key.String()+" "+reason, func(ctx context.Context) error { return reasonErr(ctx, c, key, reason) })
 	return waitReason(ctx, t, c, key, reason)
 }
 

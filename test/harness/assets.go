@@ -1,48 +1,20 @@
 package harness
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 )
-
-// AssetsEnv names the environment variable holding the folder with the test binaries
-// (kcp, kube-apiserver, etcd, kubectl), as printed by hack/test-binaries.sh.
-const AssetsEnv = "KSP_TEST_ASSETS"
-
-// requiredBinaries are the executables every harness function may start.
-var requiredBinaries = []string{"kcp", "kube-apiserver", "etcd", "kubectl"}
 
 // missingHint tells a developer how to get the binaries. It is printed as is, so it
 // has to work when pasted into a shell: the script prints KSP_TEST_ASSETS=<dir> as its
 // only line on stdout, and export turns that into an environment variable.
 const missingHint = `run 'make test' (or export "$(hack/test-binaries.sh)")`
-
-// AssetsDir returns the folder named by KSP_TEST_ASSETS after checking that it holds
-// every binary the harness starts. The error says which ones are missing.
-func AssetsDir() (string, error) {
-	dir := os.Getenv(AssetsEnv)
-	if dir == "" {
-		return "", fmt.Errorf("%s is not set", AssetsEnv)
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", fmt.Errorf("resolving %s=%q: %w", AssetsEnv, dir, err)
-	}
-	var missing []string
-	for _, name := range requiredBinaries {
-		fi, err := os.Stat(filepath.Join(abs, name))
-		if err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) > 0 {
-		return "", fmt.Errorf("%s=%s lacks %s", AssetsEnv, abs, strings.Join(missing, ", "))
-	}
-	return abs, nil
-}
 
 // Main is the TestMain of every package using the harness:
 //
@@ -53,22 +25,74 @@ func AssetsDir() (string, error) {
 // files left behind by test binaries that died without cleaning up, runs the tests
 // and removes this binary's scratch folder.
 func Main(m *testing.M) {
-	if _, err := AssetsDir(); err != nil {
+	if _, err := localenv.AssetsDir(); err != nil {
 		fmt.Fprintf(os.Stderr, "test binaries missing (%v): %s\n", err, missingHint)
 		os.Exit(1)
 	}
-	sweepStaleRunDirs()
+	localenv.SweepStaleRunDirs()
 	code := m.Run()
-	removeRunDir()
+	localenv.RemoveRunDir()
 	os.Exit(code)
 }
 
-// assetsDir is AssetsDir for helpers: it fails the test instead of returning an error.
-func assetsDir(t testing.TB) string {
+// NewEnv returns a localenv.Env of its own for the test, in a fresh scratch folder.
+// t.Cleanup stops what it started and removes its files; if the test failed, the tail
+// of every log is printed first.
+func NewEnv(t testing.TB, name string) *localenv.Env {
 	t.Helper()
-	dir, err := AssetsDir()
+	assets, err := localenv.AssetsDir()
 	if err != nil {
 		t.Fatalf("test binaries missing (%v): %s", err, missingHint)
 	}
-	return dir
+	dir, err := localenv.ScratchDir(name)
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	env, err := localenv.New(dir, assets)
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, log := range env.Logs() {
+				logTail(t, log)
+			}
+		}
+		if err := env.Stop(); err != nil {
+			t.Errorf("harness: %v", err)
+		}
+		_ = os.RemoveAll(dir)
+	})
+	return env
+}
+
+// logTail prints the end of a log file to the test output.
+func logTail(t testing.TB, path string) {
+	t.Helper()
+	const maxBytes, maxLines = 16 << 10, 60
+	f, err := os.Open(path)
+	if err != nil {
+		t.Logf("no log %s: %v", path, err)
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Logf("reading %s: %v", path, err)
+		return
+	}
+	offset := max(fi.Size()-maxBytes, 0)
+	buf := make([]byte, fi.Size()-offset)
+	if _, err := f.ReadAt(buf, offset); err != nil && !errors.Is(err, io.EOF) {
+		t.Logf("reading %s: %v", path, err)
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(buf), "\n"), "\n")
+	if offset > 0 && len(lines) > 1 {
+		lines = lines[1:] // the first line is cut
+	}
+	if len(lines) > maxLines {
+		lines = lines[len(lines)-maxLines:]
+	}
+	t.Logf("last %d lines of %s:\n%s", len(lines), path, strings.Join(lines, "\n"))
 }

@@ -7,18 +7,15 @@ import (
 	"time"
 
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
-	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
@@ -36,14 +33,6 @@ var MCPPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsR
 	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
 }}}}
 
-// env is one standard-mode platform with the runtime running.
-type env struct {
-	platform, onboarding, workload, mcp *harness.APIServer
-	lp                                  *localplatform.Platform
-	// Admin clients knowing the widget types.
-	pf, ob, wl client.Client
-}
-
 func scheme(t testing.TB) *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clustersv1alpha1.AddToScheme, widget.AddToScheme} {
@@ -54,56 +43,9 @@ func scheme(t testing.TB) *runtime.Scheme {
 	return s
 }
 
-// startEnv starts the servers, the local platform (denying every AccessRequest of a
-// tenant named in deny) and the runtime.
-func startEnv(ctx context.Context, t *testing.T, controlPlanes []string, deny map[string]bool) *env {
+// startRuntime runs the widget runtime against the platform until the test ends.
+func startRuntime(ctx context.Context, t *testing.T, p *harness.Standard) {
 	t.Helper()
-	harness.LogToTest(t)
-	widgetCRD, configCRD, err := widget.CRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{
-		platform:   harness.StartAPIServer(t, harness.PurposePlatform, harness.WithCRDs(configCRD)),
-		onboarding: harness.StartAPIServer(t, harness.PurposeOnboarding, harness.WithCRDs(widgetCRD)),
-		workload:   harness.StartAPIServer(t, harness.PurposeWorkload),
-		mcp:        harness.StartAPIServer(t, harness.PurposeMCP),
-	}
-	lp, err := localplatform.New(e.platform.Config, localplatform.Options{
-		AccessRequestPolicy: func(_ context.Context, ar *clustersv1alpha1.AccessRequest) localplatform.Decision {
-			if deny[ar.Labels["openmcp.cloud/onboarding-name"]] {
-				return localplatform.Denied("QuotaExceeded", "tenant has no quota for this service")
-			}
-			return localplatform.Decision{}
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.lp = lp
-	for c, srv := range map[*client.Client]*harness.APIServer{&e.pf: e.platform, &e.ob: e.onboarding, &e.wl: e.workload} {
-		if *c, err = client.New(srv.Config, client.Options{Scheme: scheme(t)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, tc := range []localplatform.TargetCluster{
-		{Name: "workload", Purposes: []string{clustersv1alpha1.PURPOSE_WORKLOAD}, Config: e.workload.Config},
-		{Name: "mcp", Purposes: []string{clustersv1alpha1.PURPOSE_MCP}, Config: e.mcp.Config},
-	} {
-		if err := lp.AddCluster(tc); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, cp := range controlPlanes {
-		if err := lp.RegisterControlPlane(ctx, cp, tenantNamespace, "mcp"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := e.onboarding.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNamespace}}); err != nil {
-		t.Fatal(err)
-	}
-	runInBackground(ctx, t, "local platform", lp.Start)
-
 	rt, err := builder.ServiceProvider[*widget.Widget](providerName, scheme(t)).
 		For(&widget.Widget{}).
 		WithProviderConfig(&widget.WidgetConfig{}).
@@ -113,44 +55,15 @@ func startEnv(ctx context.Context, t *testing.T, controlPlanes []string, deny ma
 	if err != nil {
 		t.Fatal(err)
 	}
-	runInBackground(ctx, t, "runtime", func(ctx context.Context) error {
+	harness.Background(ctx, t, "runtime", func(ctx context.Context) error {
 		return rt.Start(ctx, builder.Options{
-			Platform: e.platform.Config, Onboarding: e.onboarding.Config, Namespace: "default",
+			Platform: p.Platform.Platform.Config, Onboarding: p.Onboarding.Config, Namespace: "default",
 			RetryInterval: time.Second,
 		})
 	})
-	return e
 }
 
 const tenantNamespace = "tenants"
-
-// runInBackground runs fn until the test ends and fails the test if it returns early
-// with an error.
-func runInBackground(ctx context.Context, t *testing.T, what string, fn func(context.Context) error) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := fn(ctx); err != nil && ctx.Err() == nil {
-			t.Errorf("%s stopped: %v", what, err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-}
-
-// eventually polls cond until it returns nil or the deadline passes; the last error
-// is the failure message.
-func eventually(ctx context.Context, t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		last = cond(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: not reached within %s: %v", what, timeout, last)
-	}
-}
 
 // readyCondition returns the widget's Ready condition after reading it.
 func readyCondition(ctx context.Context, c client.Client, key client.ObjectKey) (*widget.Widget, *metav1.Condition, error) {
@@ -165,7 +78,7 @@ func readyCondition(ctx context.Context, c client.Client, key client.ObjectKey) 
 func wantReady(ctx context.Context, t *testing.T, c client.Client, key client.ObjectKey) *widget.Widget {
 	t.Helper()
 	var got *widget.Widget
-	eventually(ctx, t, 90*time.Second, key.String()+" Ready", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 90*time.Second, key.String()+" Ready", func(ctx context.Context) error {
 		w, cond, err := readyCondition(ctx, c, key)
 		if err != nil {
 			return err
@@ -183,7 +96,7 @@ func wantReady(ctx context.Context, t *testing.T, c client.Client, key client.Ob
 func wantReason(ctx context.Context, t *testing.T, c client.Client, key client.ObjectKey, reason string) string {
 	t.Helper()
 	var msg string
-	eventually(ctx, t, 90*time.Second, key.String()+" "+reason, func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 90*time.Second, key.String()+" "+reason, func(ctx context.Context) error {
 		w, cond, err := readyCondition(ctx, c, key)
 		if err != nil {
 			return err

@@ -63,7 +63,7 @@ func TestPlatformServiceMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runInBackground(ctx, t, "runtime", func(ctx context.Context) error {
+	harness.Background(ctx, t, "runtime", func(ctx context.Context) error {
 		return rt.Start(ctx, builder.Options{
 			Platform: platform.Config, Namespace: ns, RetryInterval: time.Second,
 			PlatformService: platformService,
@@ -92,7 +92,7 @@ func TestPlatformServiceMode(t *testing.T) {
 	}
 	wantConfigMap := func(t *testing.T, tenantNS, greeting, color string) {
 		t.Helper()
-		eventually(ctx, t, 60*time.Second, tenantNS+"'s widget ConfigMap", func(ctx context.Context) error {
+		harness.Eventually(ctx, t, 60*time.Second, tenantNS+"'s widget ConfigMap", func(ctx context.Context) error {
 			cm := &corev1.ConfigMap{}
 			if err := pf.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: "widget"}, cm); err != nil {
 				return err
@@ -134,7 +134,7 @@ func TestPlatformServiceMode(t *testing.T) {
 	}
 	gone := func(t *testing.T, key client.ObjectKey) {
 		t.Helper()
-		eventually(ctx, t, 90*time.Second, key.String()+" gone", func(ctx context.Context) error {
+		harness.Eventually(ctx, t, 90*time.Second, key.String()+" gone", func(ctx context.Context) error {
 			err := pf.Get(ctx, key, &widget.Widget{})
 			if apierrors.IsNotFound(err) {
 				return nil
@@ -210,7 +210,7 @@ func TestPlatformServiceMode(t *testing.T) {
 	})
 
 	t.Run("a spec change is installed", func(t *testing.T) {
-		patchWidget(ctx, t, pf, first, func(w *widget.Widget) { w.Spec.Color = "red" })
+		harness.Patch(ctx, t, pf, first, func(w *widget.Widget) { w.Spec.Color = "red" })
 		w := wantReady(ctx, t, pf, first)
 		if w.Generation < 2 {
 			t.Errorf("generation %d: the patch did not change the spec", w.Generation)
@@ -227,11 +227,11 @@ func TestPlatformServiceMode(t *testing.T) {
 	})
 
 	t.Run("a provider error becomes a condition and is retried", func(t *testing.T) {
-		patchWidget(ctx, t, pf, first, func(w *widget.Widget) { w.Spec.Fail = "the widget factory is closed" })
+		harness.Patch(ctx, t, pf, first, func(w *widget.Widget) { w.Spec.Fail = "the widget factory is closed" })
 		if msg := wantReason(ctx, t, pf, first, v1alpha1.ReasonProviderError); msg != "the widget factory is closed" {
 			t.Errorf("message %q", msg)
 		}
-		patchWidget(ctx, t, pf, first, func(w *widget.Widget) { w.Spec.Fail = "" })
+		harness.Patch(ctx, t, pf, first, func(w *widget.Widget) { w.Spec.Fail = "" })
 		wantReady(ctx, t, pf, first)
 	})
 
@@ -278,7 +278,7 @@ func TestPlatformServiceMode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(ctx, t, 60*time.Second, "the released token is rejected", func(ctx context.Context) error {
+		harness.Eventually(ctx, t, 60*time.Second, "the released token is rejected", func(ctx context.Context) error {
 			if err := worker.List(ctx, &corev1.ConfigMapList{}); !apierrors.IsUnauthorized(err) {
 				return fmt.Errorf("want unauthorized, got %v", err)
 			}

@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
+	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
 
@@ -24,8 +26,26 @@ import (
 // cluster, asserting on what a tenant and an operator would read.
 func TestStandardMode(t *testing.T) {
 	ctx := t.Context()
-	e := startEnv(ctx, t, []string{"alpha", "beta", "denied"}, map[string]bool{"denied": true})
-	ob, wl, pf := e.ob, e.wl, e.pf
+	widgetCRD, configCRD, err := widget.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	harness.LogToTest(t)
+	// The local platform denies every AccessRequest of the tenant "denied".
+	p := harness.StartStandard(ctx, t, harness.StandardOptions{
+		ConfigCRD: configCRD, ServiceCRD: widgetCRD, Scheme: scheme(t),
+		TenantNamespace: tenantNamespace, ControlPlanes: []string{"alpha", "beta", "denied"},
+		LocalPlatform: localplatform.Options{
+			AccessRequestPolicy: func(_ context.Context, ar *clustersv1alpha1.AccessRequest) localplatform.Decision {
+				if ar.Labels["openmcp.cloud/onboarding-name"] == "denied" {
+					return localplatform.Denied("QuotaExceeded", "tenant has no quota for this service")
+				}
+				return localplatform.Decision{}
+			},
+		},
+	})
+	startRuntime(ctx, t, p)
+	ob, wl, pf := p.Onboarding.Client, p.Workload.Client, p.Platform.Platform.Client
 	alpha := client.ObjectKey{Namespace: tenantNamespace, Name: "alpha"}
 	beta := client.ObjectKey{Namespace: tenantNamespace, Name: "beta"}
 
@@ -49,7 +69,7 @@ func TestStandardMode(t *testing.T) {
 	}
 	wantConfigMap := func(t *testing.T, name, greeting, color string) {
 		t.Helper()
-		eventually(ctx, t, 60*time.Second, name+"'s widget ConfigMap", func(ctx context.Context) error {
+		harness.Eventually(ctx, t, 60*time.Second, name+"'s widget ConfigMap", func(ctx context.Context) error {
 			cm := &corev1.ConfigMap{}
 			if err := wl.Get(ctx, workloadConfigMap(name), cm); err != nil {
 				return err
@@ -92,8 +112,8 @@ func TestStandardMode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.TrimSuffix(cfg.Host, "/") != strings.TrimSuffix(e.mcp.Config.Host, "/") {
-			t.Errorf("worker kubeconfig points at %s, want the MCP %s", cfg.Host, e.mcp.Config.Host)
+		if strings.TrimSuffix(cfg.Host, "/") != strings.TrimSuffix(p.MCP.Config.Host, "/") {
+			t.Errorf("worker kubeconfig points at %s, want the MCP %s", cfg.Host, p.MCP.Config.Host)
 		}
 		mcpClient, err := client.New(cfg, client.Options{})
 		if err != nil {
@@ -158,17 +178,17 @@ func TestStandardMode(t *testing.T) {
 	})
 
 	t.Run("a provider error becomes a condition and is retried", func(t *testing.T) {
-		patchWidget(ctx, t, ob, alpha, func(w *widget.Widget) { w.Spec.Fail = "the widget factory is closed" })
+		harness.Patch(ctx, t, ob, alpha, func(w *widget.Widget) { w.Spec.Fail = "the widget factory is closed" })
 		msg := wantReason(ctx, t, ob, alpha, v1alpha1.ReasonProviderError)
 		if msg != "the widget factory is closed" {
 			t.Errorf("message %q", msg)
 		}
-		patchWidget(ctx, t, ob, alpha, func(w *widget.Widget) { w.Spec.Fail = "" })
+		harness.Patch(ctx, t, ob, alpha, func(w *widget.Widget) { w.Spec.Fail = "" })
 		wantReady(ctx, t, ob, alpha)
 	})
 
 	t.Run("operation annotation ignore and reconcile", func(t *testing.T) {
-		patchWidget(ctx, t, ob, beta, func(w *widget.Widget) {
+		harness.Patch(ctx, t, ob, beta, func(w *widget.Widget) {
 			w.Annotations = map[string]string{"openmcp.cloud/operation": "ignore"}
 			w.Spec.Color = "red"
 		})
@@ -182,11 +202,11 @@ func TestStandardMode(t *testing.T) {
 		if cm.Data["color"] != "green" || cm.Data["greeting"] != "bonjour" {
 			t.Errorf("ignored object was reconciled: %v", cm.Data)
 		}
-		patchWidget(ctx, t, ob, beta, func(w *widget.Widget) {
+		harness.Patch(ctx, t, ob, beta, func(w *widget.Widget) {
 			w.Annotations = map[string]string{"openmcp.cloud/operation": "reconcile"}
 		})
 		wantConfigMap(t, "beta", "hallo", "red")
-		eventually(ctx, t, 30*time.Second, "reconcile annotation removed", func(ctx context.Context) error {
+		harness.Eventually(ctx, t, 30*time.Second, "reconcile annotation removed", func(ctx context.Context) error {
 			w := &widget.Widget{}
 			if err := ob.Get(ctx, beta, w); err != nil {
 				return err
@@ -202,7 +222,7 @@ func TestStandardMode(t *testing.T) {
 		if err := ob.Delete(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: alpha.Namespace, Name: alpha.Name}}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(ctx, t, 90*time.Second, "alpha gone", func(ctx context.Context) error {
+		harness.Eventually(ctx, t, 90*time.Second, "alpha gone", func(ctx context.Context) error {
 			err := ob.Get(ctx, alpha, &widget.Widget{})
 			if apierrors.IsNotFound(err) {
 				return nil
@@ -225,17 +245,4 @@ func TestStandardMode(t *testing.T) {
 		}
 		wantReady(ctx, t, ob, beta)
 	})
-}
-
-func patchWidget(ctx context.Context, t *testing.T, c client.Client, key client.ObjectKey, mutate func(*widget.Widget)) {
-	t.Helper()
-	w := &widget.Widget{}
-	if err := c.Get(ctx, key, w); err != nil {
-		t.Fatal(err)
-	}
-	base := w.DeepCopy()
-	mutate(w)
-	if err := c.Patch(ctx, w, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
 }

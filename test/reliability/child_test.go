@@ -22,7 +22,7 @@ const runtimeChildEnv = "KSP_RELIABILITY_RUNTIME_DIR"
 // startRuntimeProcess runs the widget runtime in a process of its own (this test
 // binary again, see TestRuntimeChild), so that the test can SIGKILL it: no deferred
 // call, no context cancellation, no flush; what a crashed or OOM-killed pod leaves.
-func (e *env) startRuntimeProcess(t *testing.T) *harness.Child {
+func (e *env) startRuntimeProcess(t *testing.T) *harness.Process {
 	t.Helper()
 	dir := t.TempDir()
 	for name, kcfg := range map[string][]byte{"platform": e.platform.Kubeconfig(), "onboarding": e.onboarding.Kubeconfig()} {

@@ -16,6 +16,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
+	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
 
@@ -84,7 +85,7 @@ func TestControlPlaneNotFound(t *testing.T) {
 
 	t.Run("an access the platform holds back shows the platform's reason", func(t *testing.T) {
 		key := e.createWidget(ctx, t, held)
-		eventually(ctx, t, 30*time.Second, "the platform's reason on "+held, func(ctx context.Context) error {
+		harness.Eventually(ctx, t, 30*time.Second, "the platform's reason on "+held, func(ctx context.Context) error {
 			w := &widget.Widget{}
 			if err := e.ob.Get(ctx, key, w); err != nil {
 				return err

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +22,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
@@ -69,7 +69,7 @@ type env struct {
 	pf, ob, wl, mcpc client.Client
 	opts             envOptions
 	// workloadProxy is set with envOptions.proxyWorkload.
-	workloadProxy *harness.Proxy
+	workloadProxy *localenv.Proxy
 }
 
 func scheme(t testing.TB) *runtime.Scheme {
@@ -89,47 +89,18 @@ func startEnv(ctx context.Context, t *testing.T, opts envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{
-		platform:   harness.StartAPIServer(t, harness.PurposePlatform, harness.WithCRDs(configCRD)),
-		onboarding: harness.StartAPIServer(t, harness.PurposeOnboarding, harness.WithCRDs(widgetCRD)),
-		workload:   harness.StartAPIServer(t, harness.PurposeWorkload),
-		mcp:        harness.StartAPIServer(t, harness.PurposeMCP),
-		opts:       opts,
-	}
-	lp, err := localplatform.New(e.platform.Config, opts.platform)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.lp = lp
-	for c, srv := range map[*client.Client]*harness.APIServer{&e.pf: e.platform, &e.ob: e.onboarding, &e.wl: e.workload, &e.mcpc: e.mcp} {
-		if *c, err = client.New(srv.Config, client.Options{Scheme: scheme(t)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	workloadCfg := e.workload.Config
-	if opts.proxyWorkload {
-		e.workloadProxy, workloadCfg = harness.StartProxy(t, e.workload.Config)
-	}
-	for _, tc := range []localplatform.TargetCluster{
-		{Name: "workload", Purposes: []string{clustersv1alpha1.PURPOSE_WORKLOAD}, Config: workloadCfg},
-		{Name: "mcp", Purposes: []string{clustersv1alpha1.PURPOSE_MCP}, Config: e.mcp.Config},
-	} {
-		if err := lp.AddCluster(tc); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, cp := range opts.controlPlanes {
-		if err := lp.RegisterControlPlane(ctx, cp, tenantNamespace, "mcp"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := e.ob.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNamespace}}); err != nil {
-		t.Fatal(err)
+	p := harness.StartStandard(ctx, t, harness.StandardOptions{
+		ConfigCRD: configCRD, ServiceCRD: widgetCRD, Scheme: scheme(t),
+		TenantNamespace: tenantNamespace, ControlPlanes: opts.controlPlanes,
+		LocalPlatform: opts.platform, ProxyWorkload: opts.proxyWorkload,
+	})
+	e := &env{opts: opts, workloadProxy: p.WorkloadProxy, lp: p.Local,
+		platform: p.Platform.Platform, onboarding: p.Onboarding, workload: p.Workload, mcp: p.MCP,
+		pf: p.Platform.Platform.Client, ob: p.Onboarding.Client, wl: p.Workload.Client, mcpc: p.MCP.Client,
 	}
 	if err := e.pf.Create(ctx, &widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: providerName}, Spec: widget.WidgetConfigSpec{Greeting: "hello"}}); err != nil {
 		t.Fatal(err)
 	}
-	runInBackground(ctx, t, "local platform", lp.Start)
 	return e
 }
 
@@ -145,7 +116,7 @@ func (e *env) startRuntime(ctx context.Context, t *testing.T) (stop func()) {
 	}
 	rt := newRuntime(t)
 	o = withTestDefaults(o)
-	return runInBackground(ctx, t, "runtime", func(ctx context.Context) error { return rt.Start(ctx, o) })
+	return harness.Background(ctx, t, "runtime", func(ctx context.Context) error { return rt.Start(ctx, o) })
 }
 
 // newRuntime builds the widget runtime every test here runs.
@@ -177,36 +148,6 @@ func withTestDefaults(o builder.Options) builder.Options {
 	return o
 }
 
-// runInBackground runs fn until the returned stop is called or the test ends, and
-// fails the test if fn returns early with an error.
-func runInBackground(ctx context.Context, t *testing.T, what string, fn func(context.Context) error) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := fn(ctx); err != nil && ctx.Err() == nil {
-			t.Errorf("%s stopped: %v", what, err)
-		}
-	}()
-	stop = func() { cancel(); <-done }
-	t.Cleanup(stop)
-	return stop
-}
-
-// eventually polls cond until it returns nil or the deadline passes; the last error
-// is the failure message.
-func eventually(ctx context.Context, t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		last = cond(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: not reached within %s: %v", what, timeout, last)
-	}
-}
-
 func (e *env) createWidget(ctx context.Context, t *testing.T, name string) client.ObjectKey {
 	t.Helper()
 	w := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: name}, Spec: widget.WidgetSpec{Color: "blue"}}
@@ -220,7 +161,7 @@ func (e *env) createWidget(ctx context.Context, t *testing.T, name string) clien
 func (e *env) wantReady(ctx context.Context, t *testing.T, key client.ObjectKey) *widget.Widget {
 	t.Helper()
 	var got *widget.Widget
-	eventually(ctx, t, 90*time.Second, key.String()+" Ready", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 90*time.Second, key.String()+" Ready", func(ctx context.Context) error {
 		w := &widget.Widget{}
 		if err := e.ob.Get(ctx, key, w); err != nil {
 			return err
@@ -239,7 +180,7 @@ func (e *env) wantReady(ctx context.Context, t *testing.T, key client.ObjectKey)
 func (e *env) wantReason(ctx context.Context, t *testing.T, key client.ObjectKey, reason string) string {
 	t.Helper()
 	var msg string
-	eventually(ctx, t, 90*time.Second, key.String()+" "+reason, func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 90*time.Second, key.String()+" "+reason, func(ctx context.Context) error {
 		w := &widget.Widget{}
 		if err := e.ob.Get(ctx, key, w); err != nil {
 			return err
@@ -288,7 +229,7 @@ func (e *env) counts(ctx context.Context, t *testing.T, managedBy string) count 
 // wantCounts waits until counts(managedBy) equals want.
 func (e *env) wantCounts(ctx context.Context, t *testing.T, managedBy string, want count, timeout time.Duration) {
 	t.Helper()
-	eventually(ctx, t, timeout, "leftovers of "+managedBy, func(ctx context.Context) error {
+	harness.Eventually(ctx, t, timeout, "leftovers of "+managedBy, func(ctx context.Context) error {
 		if got := e.counts(ctx, t, managedBy); got != want {
 			return fmt.Errorf("got %+v, want %+v", got, want)
 		}
@@ -374,7 +315,7 @@ func (e *env) leftovers(ctx context.Context, t *testing.T, controlPlane string, 
 // wantNoLeftovers waits until nothing is left of the tenant.
 func (e *env) wantNoLeftovers(ctx context.Context, t *testing.T, controlPlane string, ids []string, timeout time.Duration) {
 	t.Helper()
-	eventually(ctx, t, timeout, "leftovers of tenant "+controlPlane, func(ctx context.Context) error {
+	harness.Eventually(ctx, t, timeout, "leftovers of tenant "+controlPlane, func(ctx context.Context) error {
 		if got := e.leftovers(ctx, t, controlPlane, ids); got != (leftovers{}) {
 			return fmt.Errorf("left: %+v", got)
 		}
@@ -388,7 +329,7 @@ func (e *env) deleteWidget(ctx context.Context, t *testing.T, key client.ObjectK
 	if err := e.ob.Delete(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, 90*time.Second, key.String()+" gone", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 90*time.Second, key.String()+" gone", func(ctx context.Context) error {
 		if err := e.ob.Get(ctx, key, &widget.Widget{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there (%v)", err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
+	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
 
@@ -42,7 +43,7 @@ func TestWorkloadUnreachableForAWhile(t *testing.T) {
 		t.Errorf("message %q does not say which server failed", msg)
 	}
 	// A while of failing, then the API is back.
-	eventually(ctx, t, 30*time.Second, "retries while unreachable", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 30*time.Second, "retries while unreachable", func(ctx context.Context) error {
 		if n := e.reconcileErrors(ctx, t) - failedBefore; n < 3 {
 			return fmt.Errorf("%d failed reconciles so far", n)
 		}
@@ -101,7 +102,7 @@ func (e *env) patchWidget(ctx context.Context, t *testing.T, key client.ObjectKe
 func (e *env) wantWorkloadColor(ctx context.Context, t *testing.T, controlPlane, color string) {
 	t.Helper()
 	ns := cluster.StandardIdentity(tenantNamespace, controlPlane).TenantNamespace()
-	eventually(ctx, t, 30*time.Second, "widget ConfigMap "+color, func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 30*time.Second, "widget ConfigMap "+color, func(ctx context.Context) error {
 		cm := &corev1.ConfigMap{}
 		if err := e.wl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "widget"}, cm); err != nil {
 			return err

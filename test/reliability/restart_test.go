@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
 
@@ -23,7 +24,7 @@ func TestRuntimeKilledMidCreateAndMidDelete(t *testing.T) {
 	e := startEnv(ctx, t, envOptions{controlPlanes: []string{"alpha"}})
 	rt := e.startRuntimeProcess(t)
 	key := e.createWidget(ctx, t, "alpha")
-	eventually(ctx, t, 60*time.Second, "first request ordered", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 60*time.Second, "first request ordered", func(ctx context.Context) error {
 		ars := &clustersv1alpha1.AccessRequestList{}
 		if err := e.pf.List(ctx, ars, client.MatchingLabels{openmcpconst.ManagedByLabel: providerName}); err != nil {
 			return err
@@ -42,7 +43,7 @@ func TestRuntimeKilledMidCreateAndMidDelete(t *testing.T) {
 	if err := e.ob.Delete(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, 60*time.Second, "deletion started", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 60*time.Second, "deletion started", func(ctx context.Context) error {
 		if got := e.counts(ctx, t, providerName); got == want {
 			return fmt.Errorf("nothing released yet: %+v", got)
 		}
@@ -51,7 +52,7 @@ func TestRuntimeKilledMidCreateAndMidDelete(t *testing.T) {
 	rt.Kill(t)
 	rt = e.startRuntimeProcess(t)
 	e.wantCounts(ctx, t, providerName, count{}, 60*time.Second)
-	eventually(ctx, t, 30*time.Second, "widget gone", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 30*time.Second, "widget gone", func(ctx context.Context) error {
 		w := &widget.Widget{}
 		if err := e.ob.Get(ctx, key, w); err == nil {
 			return fmt.Errorf("still there, status %+v", w.Status)

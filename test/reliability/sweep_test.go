@@ -18,6 +18,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
+	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
 
@@ -48,7 +49,7 @@ func TestOrphanSweep(t *testing.T) {
 	// changes nothing does not write it again.
 	wlAR := client.ObjectKey{Namespace: cluster.StandardIdentity(tenantNamespace, "beta").TenantNamespace(), Name: "widgets--beta--wl"}
 	var recordVersion string
-	eventually(ctx, t, 30*time.Second, "beta's record", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 30*time.Second, "beta's record", func(ctx context.Context) error {
 		ar := &clustersv1alpha1.AccessRequest{}
 		if err := e.pf.Get(ctx, wlAR, ar); err != nil {
 			return err
@@ -60,7 +61,7 @@ func TestOrphanSweep(t *testing.T) {
 		return nil
 	})
 	e.patchWidget(ctx, t, beta, func(w *widget.Widget) { w.Annotations = map[string]string{"openmcp.cloud/operation": "reconcile"} })
-	eventually(ctx, t, 30*time.Second, "beta reconciled", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 30*time.Second, "beta reconciled", func(ctx context.Context) error {
 		w := &widget.Widget{}
 		if err := e.ob.Get(ctx, beta, w); err != nil {
 			return err
@@ -103,7 +104,7 @@ func TestOrphanSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(ctx, t, 30*time.Second, "foreign AccessRequest granted", func(ctx context.Context) error {
+	harness.Eventually(ctx, t, 30*time.Second, "foreign AccessRequest granted", func(ctx context.Context) error {
 		if err := e.pf.Get(ctx, client.ObjectKeyFromObject(ar), ar); err != nil {
 			return err
 		}

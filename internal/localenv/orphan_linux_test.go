@@ -1,4 +1,4 @@
-package harness
+package localenv
 
 import (
 	"bufio"
@@ -22,8 +22,8 @@ const orphanChildEnv = "KSP_HARNESS_ORPHAN_CHILD"
 
 // TestNoOrphans runs this test binary again as a child that starts an API server
 // (etcd, kube-apiserver through envtest) and kcp and then dies the way `go test
-// -timeout` kills a binary: a panic, so no t.Cleanup runs. Every server the child
-// started must be gone shortly after, and the next Main must remove its files.
+// -timeout` kills a binary: a panic, so no Stop runs. Every server the child started
+// must be gone shortly after, and the next sweep must remove its files.
 func TestNoOrphans(t *testing.T) {
 	if os.Getenv(orphanChildEnv) != "" {
 		t.Skip("this is the child")
@@ -84,7 +84,7 @@ func TestNoOrphans(t *testing.T) {
 	if _, err := os.Stat(childRunDir); err != nil {
 		t.Fatalf("the child's files should still exist before the sweep: %v", err)
 	}
-	sweepStaleRunDirs()
+	SweepStaleRunDirs()
 	if _, err := os.Stat(childRunDir); !os.IsNotExist(err) {
 		t.Fatalf("the sweep left the dead child's files in %s (stat: %v)", childRunDir, err)
 	}
@@ -95,13 +95,29 @@ func TestOrphanChild(t *testing.T) {
 	if os.Getenv(orphanChildEnv) == "" {
 		t.Skip("runs only as the child of TestNoOrphans")
 	}
-	StartAPIServer(t, PurposeMCP)
-	StartKCP(t)
+	assets, err := AssetsDir()
+	if err != nil {
+		t.Fatalf("test binaries missing: %v", err)
+	}
+	dir, err := ScratchDir("orphan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := New(dir, assets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.StartAPIServer(PurposeMCP, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.StartKCP(t.Context(), KCPOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	for _, pid := range childrenOf(t, os.Getpid()) {
 		fmt.Printf("SERVER-PID %d\n", pid)
 	}
-	dir, _ := runDir()
-	fmt.Printf("RUN-DIR %s\n", dir)
+	runDir, _ := RunDir()
+	fmt.Printf("RUN-DIR %s\n", runDir)
 	// What the testing package does when -timeout expires: panic on another
 	// goroutine while the test is still running, so no cleanup runs.
 	go func() { panic("simulated test timeout") }()

@@ -1,12 +1,12 @@
-package harness
+package localenv
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
 	"sync"
-	"testing"
 
 	"k8s.io/client-go/rest"
 )
@@ -26,23 +26,22 @@ type Proxy struct {
 
 // StartProxy proxies to the server of cfg on a free local port and returns a copy of
 // cfg pointing at the proxy. The server's certificate stays valid: it names 127.0.0.1
-// whatever the port.
-func StartProxy(t testing.TB, cfg *rest.Config) (*Proxy, *rest.Config) {
-	t.Helper()
+// whatever the port. Stop closes it.
+func (e *Env) StartProxy(cfg *rest.Config) (*Proxy, *rest.Config, error) {
 	u, err := url.Parse(cfg.Host)
 	if err != nil {
-		t.Fatalf("harness: proxy target %q: %v", cfg.Host, err)
+		return nil, nil, fmt.Errorf("proxy target %q: %w", cfg.Host, err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("harness: proxy listener: %v", err)
+		return nil, nil, fmt.Errorf("proxy listener: %w", err)
 	}
 	p := &Proxy{ln: ln, target: u.Host, conns: map[net.Conn]struct{}{}}
 	go p.serve()
-	t.Cleanup(func() { _ = ln.Close(); p.Cut() })
+	e.onStop("proxy to "+u.Host, func() error { _ = ln.Close(); p.Cut(); return nil })
 	out := rest.CopyConfig(cfg)
 	out.Host = u.Scheme + "://" + ln.Addr().String()
-	return p, out
+	return p, out, nil
 }
 
 // Cut closes every open connection and refuses new ones until Restore.

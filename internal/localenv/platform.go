@@ -1,0 +1,259 @@
+package localenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/kcp-dev/logicalcluster/v3"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
+)
+
+// PlatformOptions choose the parts of a local openMCP platform.
+type PlatformOptions struct {
+	// Clusters are the purposes (PurposeOnboarding, PurposeWorkload, PurposeMCP) of the
+	// API servers to start besides the platform cluster, which always runs.
+	Clusters []string
+	// CRDs are installed, by purpose, besides openMCP's CRDs of that purpose (for
+	// example a provider's ProviderConfig on the platform cluster).
+	CRDs map[string][]*apiextensionsv1.CustomResourceDefinition
+	// Targets are the purposes whose clusters the local platform grants access to,
+	// each as a target named like the purpose. Default: workload and mcp, of Clusters.
+	Targets []string
+	// TargetConfig, when set, returns the access the local platform hands out for a
+	// target instead of the server's admin config (for example through a proxy).
+	TargetConfig func(purpose string, admin *rest.Config) (*rest.Config, error)
+	// LocalPlatform configures the local platform.
+	LocalPlatform localplatform.Options
+	// ClientQPS and ClientBurst, when set, are the local platform's client limits
+	// (default: the servers' admin configs', 100 and 200).
+	ClientQPS   float32
+	ClientBurst int
+	// ControlPlanes (namespace and name) are registered, on the MCP cluster's target.
+	ControlPlanes []types.NamespacedName
+	// KCP starts a kcp server (GlobalServiceAccount on) besides the API servers.
+	KCP bool
+	// Provider, with KCP, prepares the provider workspace.
+	Provider *ProviderWorkspace
+}
+
+// ProviderWorkspace is what a platform team prepares in kcp for a provider's runtime:
+// the workspace, the runtime's identity there, and that identity's kubeconfig.
+type ProviderWorkspace struct {
+	// Path of the workspace, e.g. root:providers:echo; missing parents are created.
+	Path string
+	// RBACFile is a manifest applied in the workspace: the runtime's ServiceAccount and
+	// its rights.
+	RBACFile string
+	// ServiceAccount is the runtime's identity (namespace and name) in the workspace.
+	ServiceAccount types.NamespacedName
+	// TokenTTL is the lifetime of the runtime's token. Default 24 hours.
+	TokenTTL time.Duration
+	// Secret, when its name is set, receives the runtime's kubeconfig (key
+	// "kubeconfig") on the platform cluster, as spec.kcp.kubeconfigSecret names it;
+	// its namespace is created if missing.
+	Secret types.NamespacedName
+}
+
+// Platform is a running local openMCP platform.
+type Platform struct {
+	// The API servers; those not started are nil.
+	Platform, Onboarding, Workload, MCP *APIServer
+	// KCP is the kcp server, with PlatformOptions.KCP.
+	KCP *KCP
+	// Local grants ClusterRequests and AccessRequests on the platform cluster.
+	Local *localplatform.Platform
+	// ProviderCluster is the logical cluster of the provider workspace.
+	ProviderCluster logicalcluster.Name
+	// RuntimeKubeconfig is the runtime's kcp identity, with PlatformOptions.Provider.
+	RuntimeKubeconfig []byte
+
+	failed chan error
+}
+
+// Server returns the API server of a purpose, or nil.
+func (p *Platform) Server(purpose string) *APIServer {
+	switch purpose {
+	case PurposePlatform:
+		return p.Platform
+	case PurposeOnboarding:
+		return p.Onboarding
+	case PurposeWorkload:
+		return p.Workload
+	case PurposeMCP:
+		return p.MCP
+	}
+	return nil
+}
+
+// Failed receives the local platform's error if it stops before the Env does.
+func (p *Platform) Failed() <-chan error { return p.failed }
+
+// StartPlatform starts the servers, the local platform with its targets and
+// ControlPlanes and, with kcp, the provider workspace. kcp starts while the API
+// servers do. Env.Stop stops everything, also after an error.
+func (e *Env) StartPlatform(ctx context.Context, opts PlatformOptions) (*Platform, error) {
+	p := &Platform{failed: make(chan error, 1)}
+	type kcpResult struct {
+		k   *KCP
+		err error
+	}
+	kcpc := make(chan kcpResult, 1)
+	if opts.KCP {
+		go func() {
+			k, err := e.StartKCP(ctx, KCPOptions{FeatureGates: []string{"GlobalServiceAccount=true"}})
+			kcpc <- kcpResult{k, err}
+		}()
+	}
+	var startErr error
+	for _, purpose := range append([]string{PurposePlatform}, opts.Clusters...) {
+		crds, err := OpenMCPCRDs(purpose)
+		if err != nil {
+			startErr = err
+			break
+		}
+		s, err := e.StartAPIServer(purpose, append(crds, opts.CRDs[purpose]...))
+		if err != nil {
+			startErr = err
+			break
+		}
+		switch purpose {
+		case PurposePlatform:
+			p.Platform = s
+		case PurposeOnboarding:
+			p.Onboarding = s
+		case PurposeWorkload:
+			p.Workload = s
+		case PurposeMCP:
+			p.MCP = s
+		default:
+			startErr = fmt.Errorf("unknown cluster purpose %q", purpose)
+		}
+	}
+	if opts.KCP {
+		// Waited for also after an error: kcp's stop is registered once it started.
+		r := <-kcpc
+		p.KCP = r.k
+		startErr = errors.Join(startErr, r.err)
+	}
+	if startErr != nil {
+		return nil, startErr
+	}
+	if err := e.startLocalPlatform(ctx, p, opts); err != nil {
+		return nil, err
+	}
+	if opts.KCP && opts.Provider != nil {
+		if err := p.prepareProvider(ctx, *opts.Provider); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// startLocalPlatform adds the targets, registers the ControlPlanes and runs the local
+// platform until the Env stops.
+func (e *Env) startLocalPlatform(ctx context.Context, p *Platform, opts PlatformOptions) error {
+	limit := func(cfg *rest.Config) *rest.Config {
+		cfg = rest.CopyConfig(cfg)
+		if opts.ClientQPS > 0 {
+			cfg.QPS, cfg.Burst = opts.ClientQPS, opts.ClientBurst
+		}
+		return cfg
+	}
+	lp, err := localplatform.New(limit(p.Platform.Config), opts.LocalPlatform)
+	if err != nil {
+		return fmt.Errorf("local platform: %w", err)
+	}
+	targets := opts.Targets
+	if targets == nil {
+		for _, purpose := range []string{PurposeWorkload, PurposeMCP} {
+			if slices.Contains(opts.Clusters, purpose) {
+				targets = append(targets, purpose)
+			}
+		}
+	}
+	for _, purpose := range targets {
+		s := p.Server(purpose)
+		if s == nil {
+			return fmt.Errorf("local platform target %q: no such cluster started", purpose)
+		}
+		cfg := s.Config
+		if opts.TargetConfig != nil {
+			if cfg, err = opts.TargetConfig(purpose, s.Config); err != nil {
+				return fmt.Errorf("local platform target %q: %w", purpose, err)
+			}
+		}
+		if err := lp.AddCluster(localplatform.TargetCluster{Name: purpose, Purposes: []string{purpose}, Config: limit(cfg)}); err != nil {
+			return fmt.Errorf("local platform target %q: %w", purpose, err)
+		}
+	}
+	for _, cp := range opts.ControlPlanes {
+		if err := lp.RegisterControlPlane(ctx, cp.Name, cp.Namespace, PurposeMCP); err != nil {
+			return fmt.Errorf("registering ControlPlane %s: %w", cp, err)
+		}
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := lp.Start(lctx); err != nil && lctx.Err() == nil {
+			p.failed <- fmt.Errorf("local platform stopped: %w", err)
+		}
+	}()
+	e.onStop("local platform", func() error { cancel(); <-done; return nil })
+	p.Local = lp
+	return nil
+}
+
+// prepareProvider does what a platform team does in kcp for a provider's runtime.
+func (p *Platform) prepareProvider(ctx context.Context, pw ProviderWorkspace) error {
+	path := logicalcluster.NewPath(pw.Path)
+	lc, err := p.KCP.CreateWorkspacePath(ctx, path)
+	if err != nil {
+		return err
+	}
+	p.ProviderCluster = lc
+	admin := p.KCP.ConfigFor(path)
+	provider, err := client.New(admin, client.Options{})
+	if err != nil {
+		return fmt.Errorf("client for workspace %s: %w", path, err)
+	}
+	if pw.RBACFile != "" {
+		if err := ApplyFile(ctx, provider, pw.RBACFile, nil); err != nil {
+			return fmt.Errorf("the runtime's RBAC in %s: %w", path, err)
+		}
+	}
+	if pw.TokenTTL == 0 {
+		pw.TokenTTL = 24 * time.Hour
+	}
+	if p.RuntimeKubeconfig, err = ServiceAccountKubeconfig(ctx, admin, pw.ServiceAccount.Namespace, pw.ServiceAccount.Name, pw.TokenTTL); err != nil {
+		return err
+	}
+	if pw.Secret.Name == "" {
+		return nil
+	}
+	pf, err := client.New(p.Platform.Config, client.Options{})
+	if err != nil {
+		return fmt.Errorf("client for the platform cluster: %w", err)
+	}
+	if err := pf.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pw.Secret.Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", pw.Secret.Namespace, err)
+	}
+	if err := pf.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pw.Secret.Namespace, Name: pw.Secret.Name},
+		Data:       map[string][]byte{"kubeconfig": p.RuntimeKubeconfig},
+	}); err != nil {
+		return fmt.Errorf("creating Secret %s: %w", pw.Secret, err)
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+package harness
+
+import (
+	"context"
+	"testing"
+
+	"github.com/kcp-dev/logicalcluster/v3"
+
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
+	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+)
+
+// Platform is a local openMCP platform (see localenv.StartPlatform) belonging to a
+// test, with admin clients using the harness Scheme.
+type Platform struct {
+	// The API servers; those not started are nil.
+	Platform, Onboarding, Workload, MCP *APIServer
+	// KCP is set with PlatformOptions.KCP.
+	KCP *KCP
+	// Local grants ClusterRequests and AccessRequests on the platform cluster.
+	Local *localplatform.Platform
+	// ProviderCluster and RuntimeKubeconfig are set with PlatformOptions.Provider.
+	ProviderCluster   logicalcluster.Name
+	RuntimeKubeconfig []byte
+}
+
+// StartPlatform starts a local openMCP platform. t.Cleanup stops it; the test fails
+// if the local platform stops before.
+func StartPlatform(ctx context.Context, t testing.TB, opts localenv.PlatformOptions) *Platform {
+	t.Helper()
+	env := NewEnv(t, "platform")
+	p, err := env.StartPlatform(ctx, opts)
+	if err != nil {
+		t.Fatalf("starting the local platform: %v", err)
+	}
+	out := &Platform{Local: p.Local, ProviderCluster: p.ProviderCluster, RuntimeKubeconfig: p.RuntimeKubeconfig,
+		Platform: wrapAPIServer(t, p.Platform), Onboarding: wrapAPIServer(t, p.Onboarding),
+		Workload: wrapAPIServer(t, p.Workload), MCP: wrapAPIServer(t, p.MCP),
+	}
+	if p.KCP != nil {
+		out.KCP = &KCP{p.KCP}
+	}
+	stopped := make(chan struct{})
+	go func() {
+		select {
+		case err := <-p.Failed():
+			t.Errorf("%v", err)
+		case <-stopped:
+		}
+	}()
+	t.Cleanup(func() { close(stopped) })
+	return out
+}
+
+// StandardOptions configure StartStandard.
+type StandardOptions struct {
+	// ConfigCRD is the provider's ProviderConfig, installed on the platform cluster;
+	// ServiceCRD its Service API, installed on the onboarding cluster.
+	ConfigCRD, ServiceCRD *apiextensionsv1.CustomResourceDefinition
+	// TenantNamespace is created on the onboarding cluster; ControlPlanes are
+	// registered there.
+	TenantNamespace string
+	ControlPlanes   []string
+	// LocalPlatform configures the local platform (TokenTTL, policies).
+	LocalPlatform localplatform.Options
+	// ProxyWorkload puts a proxy (Standard.WorkloadProxy) in front of the workload
+	// cluster in the access the local platform hands out, so a test can make it
+	// unreachable.
+	ProxyWorkload bool
+	// Scheme is the scheme of the servers' Clients (default: the harness Scheme).
+	Scheme *runtime.Scheme
+}
+
+// Standard is the platform a standard-mode provider serves: the platform,
+// onboarding, workload and MCP clusters, the local platform granting workload and MCP
+// clusters, and the provider's CRDs.
+type Standard struct {
+	*Platform
+	// WorkloadProxy is set with StandardOptions.ProxyWorkload.
+	WorkloadProxy *localenv.Proxy
+}
+
+// StartStandard starts the platform a standard-mode provider serves. t.Cleanup
+// stops it.
+func StartStandard(ctx context.Context, t testing.TB, opts StandardOptions) *Standard {
+	t.Helper()
+	s := &Standard{}
+	cps := make([]types.NamespacedName, 0, len(opts.ControlPlanes))
+	for _, cp := range opts.ControlPlanes {
+		cps = append(cps, types.NamespacedName{Namespace: opts.TenantNamespace, Name: cp})
+	}
+	po := localenv.PlatformOptions{
+		Clusters:      []string{PurposeOnboarding, PurposeWorkload, PurposeMCP},
+		CRDs:          map[string][]*apiextensionsv1.CustomResourceDefinition{PurposePlatform: {opts.ConfigCRD}, PurposeOnboarding: {opts.ServiceCRD}},
+		LocalPlatform: opts.LocalPlatform,
+		ControlPlanes: cps,
+	}
+	if opts.ProxyWorkload {
+		po.TargetConfig = func(purpose string, admin *rest.Config) (*rest.Config, error) {
+			if purpose != PurposeWorkload {
+				return admin, nil
+			}
+			var proxied *rest.Config
+			s.WorkloadProxy, proxied = StartProxy(t, admin)
+			return proxied, nil
+		}
+	}
+	s.Platform = StartPlatform(ctx, t, po)
+	if opts.Scheme != nil {
+		for _, srv := range []*APIServer{s.Platform.Platform, s.Onboarding, s.Workload, s.MCP} {
+			srv.Client = NewClient(t, srv.Config, opts.Scheme)
+		}
+	}
+	if err := s.Onboarding.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opts.TenantNamespace}}); err != nil {
+		t.Fatalf("creating namespace %s on the onboarding cluster: %v", opts.TenantNamespace, err)
+	}
+	return s
+}
