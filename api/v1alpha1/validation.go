@@ -16,7 +16,7 @@ var workspacePath = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(:[a-z0-9]
 // KCP and SecretReference), so that a ProviderConfig stored under an older or hand-made
 // CRD is refused by the runtime with the same messages instead of failing later with a
 // confusing kcp or Secret error. The rules must stay in step with the markers; the test
-// in test/reliability compares both on a real API server.
+// in test/e2e-faults compares both on a real API server.
 func (k *KCP) Validate() error {
 	var errs []error
 	ws := k.ProviderWorkspace

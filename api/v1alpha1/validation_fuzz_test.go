@@ -11,7 +11,7 @@ import (
 // FuzzValidateKCP: Validate never panics, and whatever it accepts is usable: the
 // workspace is a valid kcp path, the Secret reference names a valid Secret and
 // namespace. The same rules are the CRD's x-kubernetes-validations
-// (test/reliability checks both agree on a real API server).
+// (test/e2e-faults checks both agree on a real API server).
 func FuzzValidateKCP(f *testing.F) {
 	for _, s := range [][4]string{
 		{"root:org:services", "kcp-kubeconfig", "openmcp-system", ""},

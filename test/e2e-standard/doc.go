@@ -1,5 +1,5 @@
-// Package integration tests the runtime in standard mode on real kube-apiservers
+// Package e2estandard tests the runtime in standard mode on real kube-apiservers
 // (platform, onboarding, workload, one per ControlPlane), with the local platform
 // granting ClusterRequests and AccessRequests for real, and the test provider of
 // package widget.
-package integration
+package e2estandard

@@ -1,4 +1,4 @@
-package reliability
+package e2efaults
 
 import (
 	"context"
