@@ -250,7 +250,7 @@ func waitForExport(ctx context.Context, c client.Client, name string, interval t
 	})
 	if err != nil {
 		if lastErr != nil && ctx.Err() != nil {
-			return "", fmt.Errorf("waiting for the export to become ready: %w (last: %v)", err, lastErr)
+			return "", fmt.Errorf("waiting for the export to become ready: %w (last: %w)", err, lastErr)
 		}
 		return "", fmt.Errorf("waiting for the export to become ready: %w", err)
 	}

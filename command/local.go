@@ -267,7 +267,7 @@ func (o *localOptions) serve(ctx context.Context, out io.Writer, repo, state str
 		fmt.Fprintln(out)
 		return nil
 	case <-l.runProc.Done():
-		return fmt.Errorf("run exited: %v\n%s", l.runProc.Err(), localenv.LogTail(l.runProc.Log, 20))
+		return fmt.Errorf("run exited: %w\n%s", l.runProc.Ended(), localenv.LogTail(l.runProc.Log, 20))
 	case err := <-l.platform.Failed():
 		return err
 	}

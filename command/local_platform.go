@@ -189,7 +189,7 @@ func (l *localRun) runRun(ctx context.Context) error {
 	}
 	failed := func() error {
 		if l.runProc.Exited() {
-			return fmt.Errorf("run exited: %v\n%s", l.runProc.Err(), localenv.LogTail(l.runProc.Log, 20))
+			return fmt.Errorf("run exited: %w\n%s", l.runProc.Ended(), localenv.LogTail(l.runProc.Log, 20))
 		}
 		return nil
 	}

@@ -66,7 +66,7 @@ func (p *Platform) reconcileAccessRequest(ctx context.Context, req reconcile.Req
 	if t == nil {
 		return reconcile.Result{RequeueAfter: p.opts.RetryInterval}, p.setAccessPending(ctx, ar, reason, msg)
 	}
-	id := accessID(ar)
+	id := AccessID(ar)
 
 	if ar.Status.IsGranted() && ar.Status.ObservedGeneration == ar.Generation {
 		// Granted as it is: only the token's age matters.
@@ -318,7 +318,7 @@ func (p *Platform) releaseAccessRequest(ctx context.Context, ar *clustersv1alpha
 // cleanupAccess deletes the ServiceAccount, RBAC and token anchors created for ar on
 // the target recorded in its annotation, and the access Secret.
 func (p *Platform) cleanupAccess(ctx context.Context, ar *clustersv1alpha1.AccessRequest) error {
-	id := accessID(ar)
+	id := AccessID(ar)
 	if name := ar.Annotations[TargetAnnotation]; name != "" {
 		if t := p.target(name); t != nil {
 			if err := p.cleanupTarget(ctx, t, id, nil); err != nil {
@@ -352,8 +352,9 @@ func (p *Platform) cleanupAccess(ctx context.Context, ar *clustersv1alpha1.Acces
 	return nil
 }
 
-// accessID identifies an AccessRequest in labels and names on targets.
-func accessID(ar *clustersv1alpha1.AccessRequest) string {
+// AccessID identifies an AccessRequest in the labels and names of what the local
+// platform creates for it on a target; tests use it to count those objects.
+func AccessID(ar *clustersv1alpha1.AccessRequest) string {
 	//nolint:staticcheck // openMCP cluster providers name access objects with this hash; a stand-in names them alike
 	return ctrlutils.K8sNameUUIDUnsafe(ar.Namespace, ar.Name)
 }

@@ -226,7 +226,7 @@ func (e *env) testAccessRequest(t *testing.T) {
 	if err != nil {
 		t.Fatalf("SelfSubjectReview with the granted kubeconfig: %v", err)
 	}
-	wantUser := "system:serviceaccount:" + DefaultAccessNamespace + ":access-" + accessID(ar)
+	wantUser := "system:serviceaccount:" + DefaultAccessNamespace + ":access-" + AccessID(ar)
 	if got := review.Status.UserInfo.Username; got != wantUser {
 		t.Errorf("authenticated as %q, want %q", got, wantUser)
 	}
@@ -260,11 +260,11 @@ func (e *env) testAccessRequest(t *testing.T) {
 	// Exactly the requested RBAC exists on the target.
 	rbac := rbacOf(t, e.workload, ar)
 	wantRBAC := []string{
-		"ClusterRole//openmcp:" + accessID(ar) + ":1",
-		"ClusterRoleBinding//openmcp:" + accessID(ar) + ":1",
-		"Role/tenant-a/openmcp:" + accessID(ar) + ":0",
-		"RoleBinding/tenant-a/openmcp:" + accessID(ar) + ":0",
-		"RoleBinding/tenant-b/openmcp:" + accessID(ar) + ":ref:0",
+		"ClusterRole//openmcp:" + AccessID(ar) + ":1",
+		"ClusterRoleBinding//openmcp:" + AccessID(ar) + ":1",
+		"Role/tenant-a/openmcp:" + AccessID(ar) + ":0",
+		"RoleBinding/tenant-a/openmcp:" + AccessID(ar) + ":0",
+		"RoleBinding/tenant-b/openmcp:" + AccessID(ar) + ":ref:0",
 	}
 	if !slices.Equal(rbac, wantRBAC) {
 		t.Errorf("RBAC on target = %v, want %v", rbac, wantRBAC)
@@ -294,7 +294,7 @@ func (e *env) testAccessRequest(t *testing.T) {
 	if rbac := rbacOf(t, e.workload, ar); len(rbac) != 0 {
 		t.Errorf("RBAC left on target after deletion: %v", rbac)
 	}
-	if _, err := admin.CoreV1().ServiceAccounts(DefaultAccessNamespace).Get(ctx, "access-"+accessID(ar), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := admin.CoreV1().ServiceAccounts(DefaultAccessNamespace).Get(ctx, "access-"+AccessID(ar), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("ServiceAccount after deletion: err = %v, want NotFound", err)
 	}
 	if err := e.platform.Get(ctx, client.ObjectKeyFromObject(s), &corev1.Secret{}); !apierrors.IsNotFound(err) {
@@ -827,7 +827,7 @@ func rbacOf(t *testing.T, cfg *rest.Config, ar *clustersv1alpha1.AccessRequest) 
 		"ClusterRole": &rbacv1.ClusterRoleList{}, "ClusterRoleBinding": &rbacv1.ClusterRoleBindingList{},
 		"Role": &rbacv1.RoleList{}, "RoleBinding": &rbacv1.RoleBindingList{},
 	} {
-		if err := c.List(t.Context(), list, client.MatchingLabels{accessIDLabel: accessID(ar)}); err != nil {
+		if err := c.List(t.Context(), list, client.MatchingLabels{accessIDLabel: AccessID(ar)}); err != nil {
 			t.Fatalf("listing %ss: %v", kind, err)
 		}
 		items, err := meta.ExtractList(list)

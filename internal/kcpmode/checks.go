@@ -49,7 +49,7 @@ func (s *Supervisor) Readyz(req *http.Request) error {
 	case !started:
 		return errors.New("kcp supervisor not started")
 	case run == nil && lastErr != nil:
-		return fmt.Errorf("kcp mode not running: %v", lastErr)
+		return fmt.Errorf("kcp mode not running: %w", lastErr)
 	case run == nil && wanted:
 		return errors.New("kcp mode starting")
 	case run == nil:

@@ -69,7 +69,7 @@ func probeWorkspace(ctx context.Context, providerCfg *rest.Config, want kcpSetti
 			"kcp refuses the credentials of the kubeconfig in Secret %s (401 Unauthorized): put a valid kubeconfig of the runtime's kcp identity there", want.secret)}
 	case apierrors.IsForbidden(err), apierrors.IsNotFound(err):
 		return &kcpError{reason: v1alpha1.ReasonProviderWorkspaceInaccessible, err: fmt.Errorf(
-			"kcp refuses the identity of the kubeconfig in Secret %s the provider workspace %s: the workspace does not exist, or the identity may not use it (kcp answers both alike); check spec.kcp.providerWorkspace and that the kubeconfig is of the identity config/kcp/runtime-rbac.yaml sets up there (%v)",
+			"kcp refuses the identity of the kubeconfig in Secret %s the provider workspace %s: the workspace does not exist, or the identity may not use it (kcp answers both alike); check spec.kcp.providerWorkspace and that the kubeconfig is of the identity config/kcp/runtime-rbac.yaml sets up there (%w)",
 			want.secret, want.workspace, err)}
 	case errors.As(err, &urlErr):
 		return &kcpError{reason: v1alpha1.ReasonKCPUnreachable, err: fmt.Errorf(

@@ -176,7 +176,7 @@ func (k *KCP) waitReady(ctx context.Context, proc *Process) error {
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, kcpStartTimeout, true, func(ctx context.Context) (bool, error) {
 		if proc.Exited() {
-			return false, fmt.Errorf("kcp exited before it was ready: %v", proc.Err())
+			return false, fmt.Errorf("kcp exited before it was ready: %w", proc.Ended())
 		}
 		raw, err := clientcmd.LoadFromFile(filepath.Join(k.rootDir, "admin.kubeconfig"))
 		if err != nil {
@@ -204,7 +204,7 @@ func (k *KCP) waitReady(ctx context.Context, proc *Process) error {
 	})
 	if err != nil {
 		if proc.Exited() {
-			return fmt.Errorf("kcp exited before it was ready: %v", proc.Err())
+			return fmt.Errorf("kcp exited before it was ready: %w", proc.Ended())
 		}
 		return fmt.Errorf("kcp not ready within %s (last: %s): %w", kcpStartTimeout, last, err)
 	}

@@ -85,9 +85,19 @@ func DeleteAndWait(ctx context.Context, c client.Client, obj client.Object, time
 		return fmt.Errorf("deleting %s: %w", key, err)
 	}
 	return Poll(ctx, timeout, key.String()+" deleted", func(ctx context.Context) error {
-		if err := c.Get(ctx, key, obj); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (%v)", err)
-		}
-		return nil
+		return Gone(c.Get(ctx, key, obj))
 	})
+}
+
+// Gone turns the error of a Get into a poll condition that holds once the object is
+// gone: nil for NotFound, an error while it is still there or cannot be read.
+func Gone(getErr error) error {
+	switch {
+	case apierrors.IsNotFound(getErr):
+		return nil
+	case getErr == nil:
+		return errors.New("still there")
+	default:
+		return fmt.Errorf("still there? %w", getErr)
+	}
 }

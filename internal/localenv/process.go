@@ -70,6 +70,18 @@ func (p *Process) Err() error {
 	return p.waitErr
 }
 
+// Ended says why the process ended, for messages: its exit error, or "exit status 0"
+// when it ended on its own without one. Nil while it runs.
+func (p *Process) Ended() error {
+	if !p.Exited() {
+		return nil
+	}
+	if p.waitErr == nil {
+		return errors.New("exit status 0")
+	}
+	return p.waitErr
+}
+
 // Pid is the process id (and process group id).
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 

@@ -156,7 +156,7 @@ func (p *runtimeProcess) failed() error {
 	if !p.child.Exited() {
 		return nil
 	}
-	return fmt.Errorf("the runtime exited: %v\n%s", p.child.Err(), localenv.LogTail(p.child.Log, 20))
+	return fmt.Errorf("the runtime exited: %w\n%s", p.child.Ended(), localenv.LogTail(p.child.Log, 20))
 }
 
 func (p *runtimeProcess) get(path string) (*http.Response, error) {

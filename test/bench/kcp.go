@@ -58,11 +58,10 @@ type phase struct {
 }
 
 type kcpResult struct {
-	n      int
-	setup  time.Duration // workspaces and bindings
-	floor  phase
-	rt     phase
-	errors []string
+	n     int
+	setup time.Duration // workspaces and bindings
+	floor phase
+	rt    phase
 }
 
 type kcpEnv struct {
@@ -75,7 +74,6 @@ type kcpEnv struct {
 	vwToken    string // a second token of it, for the floor and the watcher
 	directTok  string // a third, for the floor's direct TokenRequests
 	runtimeID  string // its kcp user name (GlobalServiceAccount)
-	widgetCRD  any
 	surface    apiexport.Provisionable
 	tenants    []tenant
 	vwURL      string

@@ -125,8 +125,9 @@ func main() {
 	}
 	logf("wrote %s", *out)
 	if len(rep.failures) > 0 {
+		cancel()
 		localenv.RemoveRunDir()
-		os.Exit(1)
+		os.Exit(1) //nolint:gocritic // cancel and RemoveRunDir ran just above; a failed run must exit non-zero
 	}
 }
 

@@ -37,7 +37,7 @@ func (w *peerWidget) SetObservedGeneration(g int64)      { w.Status.ObservedGene
 func (w *peerWidget) Finalizer() string                  { return widget.GroupVersion.Group + "/finalizer" }
 func (w *peerWidget) DeepCopyObject() runtime.Object {
 	out := &peerWidget{}
-	w.Widget.DeepCopyInto(&out.Widget)
+	w.DeepCopyInto(&out.Widget)
 	return out
 }
 
@@ -49,7 +49,7 @@ type peerWidgetList struct {
 
 func (l *peerWidgetList) DeepCopyObject() runtime.Object {
 	out := &peerWidgetList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	l.DeepCopyInto(&out.ListMeta)
 	for i := range l.Items {
 		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*peerWidget))
 	}

@@ -188,10 +188,7 @@ func TestScratchProvider(t *testing.T) {
 		t.Fatal(err)
 	}
 	harness.Eventually(ctx, t, 2*time.Minute, "Note deleted", func(ctx context.Context) error {
-		if err := tenant.Get(ctx, key, &v1alpha1.Note{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (%v)", err)
-		}
-		return nil
+		return localenv.Gone(tenant.Get(ctx, key, &v1alpha1.Note{}))
 	})
 	if err := wl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "note"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 		t.Errorf("ConfigMap %s/note: want gone, got %v", ns, err)

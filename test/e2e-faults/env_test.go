@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	ctrlutils "github.com/openmcp-project/controller-utils/pkg/controller"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
 	corev1 "k8s.io/api/core/v1"
@@ -261,7 +260,7 @@ func (e *env) accessIDs(ctx context.Context, t *testing.T, controlPlane string) 
 	}
 	var ids []string
 	for _, ar := range ars.Items {
-		ids = append(ids, ctrlutils.K8sNameUUIDUnsafe(ar.Namespace, ar.Name))
+		ids = append(ids, localplatform.AccessID(&ar))
 	}
 	return ids
 }
@@ -330,9 +329,6 @@ func (e *env) deleteWidget(ctx context.Context, t *testing.T, key client.ObjectK
 		t.Fatal(err)
 	}
 	harness.Eventually(ctx, t, 90*time.Second, key.String()+" gone", func(ctx context.Context) error {
-		if err := e.ob.Get(ctx, key, &widget.Widget{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (%v)", err)
-		}
-		return nil
+		return localenv.Gone(e.ob.Get(ctx, key, &widget.Widget{}))
 	})
 }

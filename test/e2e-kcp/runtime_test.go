@@ -12,7 +12,6 @@ import (
 	"github.com/kcp-dev/logicalcluster/v3"
 	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
 	tenancyv1alpha1 "github.com/kcp-dev/sdk/apis/tenancy/v1alpha1"
-	ctrlutils "github.com/openmcp-project/controller-utils/pkg/controller"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +33,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
+	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
@@ -378,8 +378,8 @@ func TestRuntimeKCPMode(t *testing.T) {
 		}
 		harness.Eventually(ctx, t, 3*time.Minute, "workspace "+tn.path.String()+" deleted", func(ctx context.Context) error {
 			ws := &tenancyv1alpha1.Workspace{}
-			if err := root.Get(ctx, client.ObjectKey{Name: tn.path.Base()}, ws); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("still there (%v): %+v", err, ws.Status.Conditions)
+			if err := localenv.Gone(root.Get(ctx, client.ObjectKey{Name: tn.path.Base()}, ws)); err != nil {
+				return fmt.Errorf("%w: %+v", err, ws.Status.Conditions)
 			}
 			return nil
 		})
@@ -399,7 +399,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 		}
 		var ids []string
 		for _, ar := range ars.Items {
-			ids = append(ids, ctrlutils.K8sNameUUIDUnsafe(ar.Namespace, ar.Name))
+			ids = append(ids, localplatform.AccessID(&ar))
 		}
 		if n := accessObjects(ctx, t, wl, ids); len(ids) != 1 || n == 0 {
 			t.Fatalf("%d workload AccessRequests, %d access objects on the workload cluster; want 1 and some", len(ids), n)
@@ -430,10 +430,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 			t.Fatalf("%d worker objects on the workload cluster right after the removal, want 2: nothing but the sweep may remove them", n)
 		}
 		harness.Eventually(ctx, t, 3*time.Minute, "workspace "+path.String()+" deleted", func(ctx context.Context) error {
-			if err := root.Get(ctx, client.ObjectKey{Name: path.Base()}, &tenancyv1alpha1.Workspace{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("still there (%v)", err)
-			}
-			return nil
+			return localenv.Gone(root.Get(ctx, client.ObjectKey{Name: path.Base()}, &tenancyv1alpha1.Workspace{}))
 		})
 		harness.Eventually(ctx, t, time.Minute, "the force-removed workspace's worker, requests and access swept", func(ctx context.Context) error {
 			if n := workloadObjects(ctx, t, wl, lc); n != 0 {

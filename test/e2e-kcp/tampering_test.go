@@ -23,6 +23,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
@@ -97,10 +98,7 @@ func TestTampering(t *testing.T) {
 		// Accepting the claim again lets the runtime finish.
 		setClaimState(ctx, t, tn, "clusterrolebindings", apisv1alpha2.ClaimAccepted)
 		harness.Eventually(ctx, t, time.Minute, "the widget gone after the claim is accepted again", func(ctx context.Context) error {
-			if err := tn.c.Get(ctx, main, &widget.Widget{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("still there (%v)", err)
-			}
-			return nil
+			return localenv.Gone(tn.c.Get(ctx, main, &widget.Widget{}))
 		})
 		nothingLeft(t, tn)
 	})

@@ -23,6 +23,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/platformservice"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
@@ -135,11 +136,7 @@ func TestPlatformServiceMode(t *testing.T) {
 	gone := func(t *testing.T, key client.ObjectKey) {
 		t.Helper()
 		harness.Eventually(ctx, t, 90*time.Second, key.String()+" gone", func(ctx context.Context) error {
-			err := pf.Get(ctx, key, &widget.Widget{})
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			return fmt.Errorf("still there (%v)", err)
+			return localenv.Gone(pf.Get(ctx, key, &widget.Widget{}))
 		})
 	}
 

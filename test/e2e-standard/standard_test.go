@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
@@ -223,11 +224,7 @@ func TestStandardMode(t *testing.T) {
 			t.Fatal(err)
 		}
 		harness.Eventually(ctx, t, 90*time.Second, "alpha gone", func(ctx context.Context) error {
-			err := ob.Get(ctx, alpha, &widget.Widget{})
-			if apierrors.IsNotFound(err) {
-				return nil
-			}
-			return fmt.Errorf("still there (%v)", err)
+			return localenv.Gone(ob.Get(ctx, alpha, &widget.Widget{}))
 		})
 		if err := wl.Get(ctx, workloadConfigMap("alpha"), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 			t.Errorf("workload ConfigMap: want gone, got %v", err)

@@ -219,7 +219,7 @@ func (p *Process) Failed() error {
 	if !p.Exited() {
 		return nil
 	}
-	return fmt.Errorf("%s exited: %v (log %s)", p.Name, p.Err(), p.Log)
+	return fmt.Errorf("%s exited: %w (log %s)", p.Name, p.Ended(), p.Log)
 }
 
 // Tail returns the last n lines of the process's log.
