@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // requiredClaimVerbs are the verbs package tokens uses on each claimed resource through
@@ -94,5 +95,25 @@ func unionVerbs(a, b []string) []string {
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// ManagedByLabel marks what the runtime creates in tenant workspaces, valued with the
+// provider's name; tenants narrow the claims they accept to objects carrying it.
+const ManagedByLabel = "services.open-control-plane.io/managed-by"
+
+// AcceptedClaims are the claims of a tenant's APIBinding that lets provider serve it:
+// every RequiredPermissionClaims, accepted for the objects labelled
+// ManagedByLabel=provider only. config/kcp/tenant-apibinding.yaml says the same in YAML;
+// tooling that creates bindings (and this project's tests) uses this.
+func AcceptedClaims(provider string) []apisv1alpha2.AcceptablePermissionClaim {
+	selector := apisv1alpha2.PermissionClaimSelector{LabelSelector: metav1.LabelSelector{MatchLabels: map[string]string{ManagedByLabel: provider}}}
+	var out []apisv1alpha2.AcceptablePermissionClaim
+	for _, c := range RequiredPermissionClaims() {
+		out = append(out, apisv1alpha2.AcceptablePermissionClaim{
+			ScopedPermissionClaim: apisv1alpha2.ScopedPermissionClaim{PermissionClaim: c, Selector: selector},
+			State:                 apisv1alpha2.ClaimAccepted,
+		})
+	}
 	return out
 }

@@ -30,7 +30,7 @@ func (b *Builder[T]) KCP(p apiexport.Provisionable) *Builder[T] {
 
 // ManagedByLabel marks what the runtime creates in tenant workspaces; tenants can
 // narrow the permission claims they accept to objects carrying it.
-const ManagedByLabel = "services.open-control-plane.io/managed-by"
+const ManagedByLabel = apiexport.ManagedByLabel
 
 // kcpSupervisor returns kcp mode's supervisor (package kcpmode), which follows
 // spec.kcp and builds kcp mode's manager with kcpManager whenever a configuration

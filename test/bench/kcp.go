@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/kcp-dev/logicalcluster/v3"
-	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	commonapi "github.com/openmcp-project/openmcp-operator/api/common"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -39,7 +38,6 @@ const (
 	providerWS    = "root:provider"
 	kcpSecretNS   = "default"
 	kcpSecretName = "kcp-kubeconfig"
-	managedBy     = "services.open-control-plane.io/managed-by"
 )
 
 // phase is one measured phase: a runtime (or the floor client) bringing n objects to
@@ -176,7 +174,7 @@ func (e *kcpEnv) createTenants(ctx context.Context, n int) error {
 		if err != nil {
 			return err
 		}
-		if _, err := e.k.CreateAPIBinding(ctx, path, providerName, logicalcluster.NewPath(providerWS), providerName, acceptedClaims()); err != nil {
+		if _, err := e.k.CreateAPIBinding(ctx, path, providerName, logicalcluster.NewPath(providerWS), providerName, apiexport.AcceptedClaims(providerName)); err != nil {
 			return err
 		}
 		c, err := client.New(fast(e.k.ConfigFor(path)), client.Options{Scheme: benchScheme()})
@@ -198,20 +196,6 @@ func (e *kcpEnv) createTenants(ctx context.Context, n int) error {
 	}
 	e.vwURL = urls[0]
 	return nil
-}
-
-func acceptedClaims() []apisv1alpha2.AcceptablePermissionClaim {
-	var out []apisv1alpha2.AcceptablePermissionClaim
-	for _, c := range apiexport.RequiredPermissionClaims() {
-		out = append(out, apisv1alpha2.AcceptablePermissionClaim{
-			ScopedPermissionClaim: apisv1alpha2.ScopedPermissionClaim{
-				PermissionClaim: c,
-				Selector:        apisv1alpha2.PermissionClaimSelector{LabelSelector: metav1.LabelSelector{MatchLabels: map[string]string{managedBy: providerName}}},
-			},
-			State: apisv1alpha2.ClaimAccepted,
-		})
-	}
-	return out
 }
 
 // createWidgets creates one Widget named name in every tenant workspace, all at
@@ -307,7 +291,7 @@ func (e *kcpEnv) floor(ctx context.Context) (phase, error) {
 			return fmt.Errorf("finalizer: %w", err)
 		}
 		event(ws, w, doneKey, "Accepted")
-		labels := map[string]string{managedBy: providerName}
+		labels := map[string]string{apiexport.ManagedByLabel: providerName}
 		// The runtime's right to mint the workload's token, then the workload's
 		// account and its own rules: two roles, so that neither subject holds the
 		// other's rights.

@@ -25,23 +25,12 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
-	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
 const (
 	providerName    = "widgets"
 	tenantNamespace = "tenants"
 )
-
-// workloadPermissions are what the widget provider needs on the workload cluster.
-var workloadPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"namespaces", "configmaps", "secrets"}, Verbs: []string{"get", "create", "update", "patch", "delete"}},
-}}}}
-
-// mcpPermissions are what the widget's worker needs on the end-user cluster.
-var mcpPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
-}}}}
 
 // envOptions vary the standard-mode environment per test.
 type envOptions struct {
@@ -121,11 +110,7 @@ func (e *env) startRuntime(ctx context.Context, t *testing.T) (stop func()) {
 // newRuntime builds the widget runtime every test here runs.
 func newRuntime(t testing.TB) *builder.Runtime[*widget.Widget] {
 	t.Helper()
-	rt, err := builder.ServiceProvider[*widget.Widget](providerName, scheme(t)).
-		For(&widget.Widget{}).
-		WithProviderConfig(&widget.WidgetConfig{}).
-		WorkloadCluster(workloadPermissions).
-		MCPPermissions(mcpPermissions).
+	rt, err := widget.Builder(providerName, scheme(t), widget.MCPPermissions).
 		Complete(widget.Provider{})
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
@@ -37,7 +38,7 @@ func TestBrokenKCPConfig(t *testing.T) {
 
 	tenantWS := func(name string) tenant {
 		path, lc := e.k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), name)
-		e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
+		e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
 		return tenant{path: path, lc: lc, c: harness.NewClient(t, e.k.ConfigFor(path), e.scheme)}
 	}
 	existing := tenantWS("tenant-existing")

@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
@@ -148,7 +149,7 @@ func TestOperations(t *testing.T) {
 	var tenants []tenant
 	for i := 1; i <= 2; i++ {
 		path, lc := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), fmt.Sprintf("tenant-%d", i))
-		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
+		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
 		tn := tenant{path: path, lc: lc, c: harness.NewClient(t, k.ConfigFor(path), scheme)}
 		newWidget(ctx, t, tn.c, "main", "blue")
 		tenants = append(tenants, tn)

@@ -86,11 +86,7 @@ func runReplica() error {
 	if err != nil {
 		return err
 	}
-	rt, err := builder.ServiceProvider[*widget.Widget](spName, scheme).
-		For(&widget.Widget{}).
-		WithProviderConfig(&widget.WidgetConfig{}).
-		WorkloadCluster(spWorkloadPermissions).
-		MCPPermissions(spMCPPermissions).
+	rt, err := widget.Builder(spName, scheme, widget.KCPMCPPermissions).
 		KCP(apiexport.FromCRD(spName, widgetCRD)).
 		Complete(widget.Provider{})
 	if err != nil {

@@ -36,7 +36,6 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
-	"github.com/openmcp-project/kcp-serviceprovider/workload"
 	"github.com/openmcp-project/kcp-serviceprovider/workspaces"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,18 +46,7 @@ const (
 	providerWS    = "root:provider"
 	kcpSecretNS   = "default"
 	kcpSecretName = "kcp-kubeconfig"
-	managedBy     = "services.open-control-plane.io/managed-by"
 )
-
-var spWorkloadPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"namespaces", "configmaps", "secrets"}, Verbs: []string{"get", "create", "update", "patch", "delete"}},
-}}}}
-
-// In kcp mode the end-user cluster is the tenant workspace: the worker may read its
-// widgets there and nothing else.
-var spMCPPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
-	{APIGroups: []string{widget.GroupVersion.Group}, Resources: []string{"widgets"}, Verbs: []string{"get", "list", "watch"}},
-}}}}
 
 func spScheme(t testing.TB) *runtime.Scheme {
 	s := runtime.NewScheme()
@@ -126,11 +114,7 @@ func startKCPEnv(ctx context.Context, t *testing.T, opts builder.Options) *kcpEn
 	e := &kcpEnv{k: p.KCP, platform: p.Platform, workload: p.Workload, scheme: scheme,
 		pf: harness.NewClient(t, p.Platform.Config, scheme), wl: harness.NewClient(t, p.Workload.Config, scheme)}
 
-	e.rt, err = builder.ServiceProvider[*widget.Widget](spName, scheme).
-		For(&widget.Widget{}).
-		WithProviderConfig(&widget.WidgetConfig{}).
-		WorkloadCluster(spWorkloadPermissions).
-		MCPPermissions(spMCPPermissions).
+	e.rt, err = widget.Builder(spName, scheme, widget.KCPMCPPermissions).
 		KCP(apiexport.FromCRD(spName, widgetCRD)).
 		Complete(widget.Provider{})
 	if err != nil {
@@ -169,7 +153,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 	var tenants []tenant
 	for i := 1; i <= 3; i++ {
 		path, lc := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), fmt.Sprintf("tenant-%d", i))
-		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
+		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
 		tn := tenant{path: path, lc: lc, c: harness.NewClient(t, k.ConfigFor(path), scheme)}
 		newWidget(ctx, t, tn.c, "main", "blue")
 		tenants = append(tenants, tn)
@@ -180,7 +164,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 	serve := func(t *testing.T, name, color string) (logicalcluster.Path, logicalcluster.Name, client.Client) {
 		t.Helper()
 		path, lc := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), name)
-		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
+		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
 		c := harness.NewClient(t, k.ConfigFor(path), scheme)
 		newWidget(ctx, t, c, "main", color)
 		waitReady(ctx, t, c, main)
@@ -280,7 +264,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 
 	t.Run("unaccepted permission claims show on the tenant's object", func(t *testing.T) {
 		path, _ := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "tenant-no-claims")
-		claims := acceptedClaims()
+		claims := apiexport.AcceptedClaims(spName)
 		for i := range claims {
 			claims[i].State = apisv1alpha2.ClaimRejected
 		}
@@ -520,20 +504,6 @@ func requestUIDs(ctx context.Context, t testing.TB, pf client.Client, lc logical
 	return uids
 }
 
-func acceptedClaims() []apisv1alpha2.AcceptablePermissionClaim {
-	var out []apisv1alpha2.AcceptablePermissionClaim
-	for _, c := range apiexport.RequiredPermissionClaims() {
-		out = append(out, apisv1alpha2.AcceptablePermissionClaim{
-			ScopedPermissionClaim: apisv1alpha2.ScopedPermissionClaim{
-				PermissionClaim: c,
-				Selector:        apisv1alpha2.PermissionClaimSelector{LabelSelector: metav1.LabelSelector{MatchLabels: map[string]string{managedBy: spName}}},
-			},
-			State: apisv1alpha2.ClaimAccepted,
-		})
-	}
-	return out
-}
-
 func newWidget(ctx context.Context, t testing.TB, c client.Client, name, color string) {
 	t.Helper()
 	// A binding is Bound a moment before the workspace's discovery serves the bound
@@ -603,7 +573,7 @@ func wantConfigMap(ctx context.Context, t testing.TB, wl client.Client, lc logic
 // countManaged counts what the runtime created in a workspace.
 func countManaged(ctx context.Context, t testing.TB, c client.Client) int {
 	t.Helper()
-	sel := client.MatchingLabels{managedBy: spName}
+	sel := client.MatchingLabels{apiexport.ManagedByLabel: spName}
 	sas, crs, crbs := &corev1.ServiceAccountList{}, &rbacv1.ClusterRoleList{}, &rbacv1.ClusterRoleBindingList{}
 	n := 0
 	for _, l := range []client.ObjectList{sas, crs, crbs} {

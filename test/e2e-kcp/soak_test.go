@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
@@ -63,7 +64,7 @@ func TestSoak(t *testing.T) {
 	all := make([]ws, n)
 	for i := range all {
 		path, lc := e.k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), fmt.Sprintf("soak-%d", i))
-		e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
+		e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
 		all[i] = ws{lc: lc, c: harness.NewClient(t, e.k.ConfigFor(path), e.scheme)}
 	}
 

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
@@ -42,7 +43,7 @@ func TestTampering(t *testing.T) {
 	readyTenant := func(t *testing.T, name string) tenant {
 		t.Helper()
 		path, lc := e.k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), name)
-		e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
+		e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
 		tn := tenant{path: path, lc: lc, c: harness.NewClient(t, e.k.ConfigFor(path), e.scheme)}
 		newWidget(ctx, t, tn.c, main.Name, "blue")
 		waitReady(ctx, t, tn.c, main)
@@ -111,12 +112,12 @@ func TestTampering(t *testing.T) {
 			t.Fatal(err)
 		}
 		base := binding.DeepCopy()
-		delete(binding.Labels, managedBy)
+		delete(binding.Labels, apiexport.ManagedByLabel)
 		if err := tn.c.Patch(ctx, binding, client.MergeFrom(base)); err != nil {
 			t.Fatal(err)
 		}
 		msg := waitReasonWithin(ctx, t, tn.c, main, v1alpha1.ReasonConflictingObject, 10*time.Second)
-		for _, want := range []string{"clusterrolebindings.rbac.authorization.k8s.io " + spName + "-workload", "delete it", managedBy + "=" + spName} {
+		for _, want := range []string{"clusterrolebindings.rbac.authorization.k8s.io " + spName + "-workload", "delete it", apiexport.ManagedByLabel + "=" + spName} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("ConflictingObject message %q does not say %q", msg, want)
 			}
@@ -220,7 +221,7 @@ func TestTampering(t *testing.T) {
 
 	t.Run("a ServiceAccount of the runtime's name made by the tenant: a message that says what to do", func(t *testing.T) {
 		path, lc := e.k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "tamper-foreign")
-		e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, acceptedClaims())
+		e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
 		tn := tenant{path: path, lc: lc, c: harness.NewClient(t, e.k.ConfigFor(path), e.scheme)}
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: spName + "-workload"}}
 		harness.Eventually(ctx, t, 30*time.Second, "the tenant's own ServiceAccount", func(ctx context.Context) error { return tn.c.Create(ctx, sa) })

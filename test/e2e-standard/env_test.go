@@ -7,7 +7,6 @@ import (
 	"time"
 
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,20 +17,9 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
-	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
 const providerName = "widgets"
-
-// WorkloadPermissions are what the widget provider needs on the workload cluster.
-var WorkloadPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"namespaces", "configmaps", "secrets"}, Verbs: []string{"get", "create", "update", "patch", "delete"}},
-}}}}
-
-// MCPPermissions are what the widget's worker needs on the end-user cluster.
-var MCPPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
-}}}}
 
 func scheme(t testing.TB) *runtime.Scheme {
 	s := runtime.NewScheme()
@@ -46,11 +34,7 @@ func scheme(t testing.TB) *runtime.Scheme {
 // startRuntime runs the widget runtime against the platform until the test ends.
 func startRuntime(ctx context.Context, t *testing.T, p *harness.Standard) {
 	t.Helper()
-	rt, err := builder.ServiceProvider[*widget.Widget](providerName, scheme(t)).
-		For(&widget.Widget{}).
-		WithProviderConfig(&widget.WidgetConfig{}).
-		WorkloadCluster(WorkloadPermissions).
-		MCPPermissions(MCPPermissions).
+	rt, err := widget.Builder(providerName, scheme(t), widget.MCPPermissions).
 		Complete(widget.Provider{})
 	if err != nil {
 		t.Fatal(err)

@@ -55,11 +55,7 @@ func TestPlatformServiceMode(t *testing.T) {
 	if err != nil || !platformService {
 		t.Fatalf("ParseDeploymentMode: %v %v", platformService, err)
 	}
-	rt, err := builder.ServiceProvider[*widget.Widget](providerName, scheme(t)).
-		For(&widget.Widget{}).
-		WithProviderConfig(&widget.WidgetConfig{}).
-		WorkloadCluster(WorkloadPermissions).
-		MCPPermissions(MCPPermissions).
+	rt, err := widget.Builder(providerName, scheme(t), widget.MCPPermissions).
 		Complete(widget.Provider{})
 	if err != nil {
 		t.Fatal(err)

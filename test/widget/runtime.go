@@ -1,0 +1,41 @@
+package widget
+
+import (
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/workload"
+)
+
+// The declarations below are the widget's, as a provider's main package would make
+// them; they sit apart from provider.go so that the provider stays mode-free.
+
+// WorkloadPermissions are what the widget's worker needs on the workload cluster.
+var WorkloadPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"namespaces", "configmaps", "secrets"}, Verbs: []string{"get", "create", "update", "patch", "delete"}},
+}}}}
+
+// MCPPermissions are what the widget's worker needs on a ControlPlane's cluster
+// (standard mode): reading ConfigMaps.
+var MCPPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+}}}}
+
+// KCPMCPPermissions are the same in kcp mode, where the end-user cluster is the
+// tenant workspace: the worker may read its widgets there and nothing else.
+var KCPMCPPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+	{APIGroups: []string{GroupVersion.Group}, Resources: []string{"widgets"}, Verbs: []string{"get", "list", "watch"}},
+}}}}
+
+// Builder is the builder every suite starts from: the Widget API, its WidgetConfig,
+// a workload cluster and the end-user permissions mcp. A suite adds KCP(...) where it
+// serves kcp, and completes it with Provider{}.
+func Builder(name string, s *runtime.Scheme, mcp workload.Permissions) *builder.Builder[*Widget] {
+	return builder.ServiceProvider[*Widget](name, s).
+		For(&Widget{}).
+		WithProviderConfig(&WidgetConfig{}).
+		WorkloadCluster(WorkloadPermissions).
+		MCPPermissions(mcp)
+}
