@@ -23,7 +23,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
-	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
+	"github.com/openmcp-project/kcp-serviceprovider/kubeconfig"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 

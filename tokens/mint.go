@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
+	"github.com/openmcp-project/kcp-serviceprovider/kubeconfig"
 )
 
 // mint requests a token directly from kcp. Right after the Minter wrote RBAC, kcp's

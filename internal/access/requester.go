@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
-	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
+	"github.com/openmcp-project/kcp-serviceprovider/kubeconfig"
 )
 
 // Options configure a Requester.

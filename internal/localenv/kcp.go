@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
+	"github.com/openmcp-project/kcp-serviceprovider/kubeconfig"
 )
 
 const (
