@@ -15,8 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/openmcp-project/kcp-serviceprovider/kubeconfig"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
+	"github.com/openmcp-project/kcp-serviceprovider/kubeconfig"
 	"github.com/openmcp-project/kcp-serviceprovider/tokens"
 )
 
