@@ -110,7 +110,7 @@ func (e *env) startRuntime(ctx context.Context, t *testing.T) (stop func()) {
 // newRuntime builds the widget runtime every test here runs.
 func newRuntime(t testing.TB) *builder.Runtime[*widget.Widget] {
 	t.Helper()
-	rt, err := widget.Builder(providerName, scheme(t), widget.MCPPermissions).
+	rt, err := harness.WidgetBuilder(providerName, scheme(t), widget.MCPPermissions).
 		Complete(widget.Provider{})
 	if err != nil {
 		t.Fatal(err)

@@ -86,7 +86,7 @@ func runReplica() error {
 	if err != nil {
 		return err
 	}
-	rt, err := widget.Builder(spName, scheme, widget.KCPMCPPermissions).
+	rt, err := harness.WidgetBuilder(spName, scheme, widget.KCPMCPPermissions).
 		KCP(apiexport.FromCRD(spName, widgetCRD)).
 		Complete(widget.Provider{})
 	if err != nil {

@@ -114,7 +114,7 @@ func startKCPEnv(ctx context.Context, t *testing.T, opts builder.Options) *kcpEn
 	e := &kcpEnv{k: p.KCP, platform: p.Platform, workload: p.Workload, scheme: scheme,
 		pf: harness.NewClient(t, p.Platform.Config, scheme), wl: harness.NewClient(t, p.Workload.Config, scheme)}
 
-	e.rt, err = widget.Builder(spName, scheme, widget.KCPMCPPermissions).
+	e.rt, err = harness.WidgetBuilder(spName, scheme, widget.KCPMCPPermissions).
 		KCP(apiexport.FromCRD(spName, widgetCRD)).
 		Complete(widget.Provider{})
 	if err != nil {

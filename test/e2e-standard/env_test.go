@@ -34,7 +34,7 @@ func scheme(t testing.TB) *runtime.Scheme {
 // startRuntime runs the widget runtime against the platform until the test ends.
 func startRuntime(ctx context.Context, t *testing.T, p *harness.Standard) {
 	t.Helper()
-	rt, err := widget.Builder(providerName, scheme(t), widget.MCPPermissions).
+	rt, err := harness.WidgetBuilder(providerName, scheme(t), widget.MCPPermissions).
 		Complete(widget.Provider{})
 	if err != nil {
 		t.Fatal(err)

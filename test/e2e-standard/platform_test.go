@@ -55,7 +55,7 @@ func TestPlatformServiceMode(t *testing.T) {
 	if err != nil || !platformService {
 		t.Fatalf("ParseDeploymentMode: %v %v", platformService, err)
 	}
-	rt, err := widget.Builder(providerName, scheme(t), widget.MCPPermissions).
+	rt, err := harness.WidgetBuilder(providerName, scheme(t), widget.MCPPermissions).
 		Complete(widget.Provider{})
 	if err != nil {
 		t.Fatal(err)

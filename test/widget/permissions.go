@@ -3,14 +3,13 @@ package widget
 import (
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
-// The declarations below are the widget's, as a provider's main package would make
-// them; they sit apart from provider.go so that the provider stays mode-free.
+// The permissions below are the widget's, as a provider's main package would declare
+// them to the builder (test/harness.WidgetBuilder does); they sit apart from
+// provider.go so that the provider stays mode-free.
 
 // WorkloadPermissions are what the widget's worker needs on the workload cluster.
 var WorkloadPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
@@ -28,14 +27,3 @@ var MCPPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsR
 var KCPMCPPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
 	{APIGroups: []string{GroupVersion.Group}, Resources: []string{"widgets"}, Verbs: []string{"get", "list", "watch"}},
 }}}}
-
-// Builder is the builder every suite starts from: the Widget API, its WidgetConfig,
-// a workload cluster and the end-user permissions mcp. A suite adds KCP(...) where it
-// serves kcp, and completes it with Provider{}.
-func Builder(name string, s *runtime.Scheme, mcp workload.Permissions) *builder.Builder[*Widget] {
-	return builder.ServiceProvider[*Widget](name, s).
-		For(&Widget{}).
-		WithProviderConfig(&WidgetConfig{}).
-		WorkloadCluster(WorkloadPermissions).
-		MCPPermissions(mcp)
-}

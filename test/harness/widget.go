@@ -1,0 +1,22 @@
+package harness
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+	"github.com/openmcp-project/kcp-serviceprovider/workload"
+)
+
+// WidgetBuilder is the builder every suite starts from: the Widget API, its
+// WidgetConfig, a workload cluster with widget.WorkloadPermissions and the end-user
+// permissions mcp. A suite adds KCP(...) where it serves kcp, and completes it with
+// widget.Provider{}. (It lives here, not in package widget, because the engine's own
+// tests use the widget types and the builder imports the engine.)
+func WidgetBuilder(name string, s *runtime.Scheme, mcp workload.Permissions) *builder.Builder[*widget.Widget] {
+	return builder.ServiceProvider[*widget.Widget](name, s).
+		For(&widget.Widget{}).
+		WithProviderConfig(&widget.WidgetConfig{}).
+		WorkloadCluster(widget.WorkloadPermissions).
+		MCPPermissions(mcp)
+}
