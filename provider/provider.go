@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 )
@@ -21,7 +22,9 @@ type Reconciler[T Object] interface {
 	// CreateOrUpdate installs or updates the service for obj. It is called again when
 	// obj, the ProviderConfig or the tenant's credentials change, so it must be
 	// idempotent. It may record what it installed in obj's status Resources and add
-	// conditions of its own; the runtime writes them.
+	// conditions of its own; the runtime writes them. An error is retried with
+	// backoff, unless it is Terminal. A panic is recovered: the object shows
+	// Ready=False with reason ProviderPanic and the runtime retries with backoff.
 	CreateOrUpdate(ctx context.Context, obj T) (Result, error)
 	// Delete removes what CreateOrUpdate installed. The runtime removes the tenant's
 	// cluster access and the finalizer after Delete reports done.
@@ -50,6 +53,14 @@ type Result struct {
 	// ProviderConfig's poll interval (or a short default while InProgress).
 	RequeueAfter time.Duration
 }
+
+// Terminal marks err as bad input that retrying cannot fix (a version the platform does
+// not offer, a name already taken elsewhere): the object shows Ready=False with reason
+// ProviderRejected and err's message, and the runtime calls the provider again only
+// when the object or the ProviderConfig changes, not with backoff. It is
+// controller-runtime's reconcile.TerminalError, so errors.Is(err,
+// reconcile.TerminalError(nil)) tells it apart.
+func Terminal(err error) error { return reconcile.TerminalError(err) }
 
 // Done is the Result of finished work.
 func Done() Result { return Result{} }

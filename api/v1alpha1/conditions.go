@@ -51,15 +51,22 @@ const (
 // Reasons of the Ready condition. They are part of the API: tenants and alert rules
 // match on them.
 const (
-	ReasonReady                  = "Ready"
-	ReasonProgressing            = "Progressing"
-	ReasonProviderConfigMissing  = "ProviderConfigMissing"
-	ReasonProviderConfigInvalid  = "ProviderConfigInvalid"
-	ReasonWaitingForAccess       = "WaitingForAccess"
-	ReasonAccessDenied           = "AccessDenied"
-	ReasonWaitingForWorkload     = "WaitingForWorkloadCluster"
-	ReasonWorkloadDenied         = "WorkloadClusterDenied"
-	ReasonProviderError          = "ProviderError"
+	ReasonReady                 = "Ready"
+	ReasonProgressing           = "Progressing"
+	ReasonProviderConfigMissing = "ProviderConfigMissing"
+	ReasonProviderConfigInvalid = "ProviderConfigInvalid"
+	ReasonWaitingForAccess      = "WaitingForAccess"
+	ReasonAccessDenied          = "AccessDenied"
+	ReasonWaitingForWorkload    = "WaitingForWorkloadCluster"
+	ReasonWorkloadDenied        = "WorkloadClusterDenied"
+	ReasonProviderError         = "ProviderError"
+	// ReasonProviderRejected: the provider returned a terminal error (provider.Terminal):
+	// bad input that retrying cannot fix; the runtime waits for the object or the
+	// ProviderConfig to change.
+	ReasonProviderRejected = "ProviderRejected"
+	// ReasonProviderPanic: the provider panicked; the runtime recovered, keeps serving
+	// everyone else and retries this object with backoff.
+	ReasonProviderPanic          = "ProviderPanic"
 	ReasonRuntimeError           = "RuntimeError"
 	ReasonNotSingleton           = "NotSingleton"
 	ReasonPermissionClaimMissing = "PermissionClaimNotAccepted"

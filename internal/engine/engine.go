@@ -171,10 +171,11 @@ func (e *Engine[T]) createOrUpdate(ctx context.Context, t Target[T], pc provider
 	if err != nil {
 		return e.waitingOrError(st, obj.GetGeneration(), err)
 	}
-	res, err := e.opts.Reconciler.CreateOrUpdate(cluster.WithTenant(ctx, tenant), obj)
+	res, err := e.callProvider(ctx, "CreateOrUpdate", func() (provider.Result, error) {
+		return e.opts.Reconciler.CreateOrUpdate(cluster.WithTenant(ctx, tenant), obj)
+	})
 	if err != nil {
-		setReady(st, obj.GetGeneration(), metav1.ConditionFalse, v1alpha1.ReasonProviderError, err.Error(), v1alpha1.PhaseProgressing)
-		return reconcile.Result{}, fmt.Errorf("provider CreateOrUpdate: %w", err)
+		return providerFailed(st, obj.GetGeneration(), "CreateOrUpdate", err, v1alpha1.PhaseProgressing)
 	}
 	if res.InProgress {
 		msg := res.Message
@@ -228,10 +229,11 @@ func (e *Engine[T]) delete(ctx context.Context, t Target[T], pc provider.Provide
 		}
 		tenant.Workload = wl
 	}
-	res, err := e.opts.Reconciler.Delete(cluster.WithTenant(ctx, tenant), obj)
+	res, err := e.callProvider(ctx, "Delete", func() (provider.Result, error) {
+		return e.opts.Reconciler.Delete(cluster.WithTenant(ctx, tenant), obj)
+	})
 	if err != nil {
-		setReady(st, obj.GetGeneration(), metav1.ConditionFalse, v1alpha1.ReasonProviderError, err.Error(), v1alpha1.PhaseTerminating)
-		return reconcile.Result{}, fmt.Errorf("provider Delete: %w", err)
+		return providerFailed(st, obj.GetGeneration(), "Delete", err, v1alpha1.PhaseTerminating)
 	}
 	if res.InProgress {
 		if res.Message != "" {

@@ -172,7 +172,9 @@ func (e *Engine[T]) DeleteOrphan(ctx context.Context, ars []*clustersv1alpha1.Ac
 	}
 	now := metav1.NewTime(time.Now())
 	obj.SetDeletionTimestamp(&now)
-	res, err := e.opts.Reconciler.Delete(cluster.WithTenant(ctx, tenant), obj)
+	res, err := e.callProvider(ctx, "Delete", func() (provider.Result, error) {
+		return e.opts.Reconciler.Delete(cluster.WithTenant(ctx, tenant), obj)
+	})
 	if err != nil {
 		return false, fmt.Errorf("provider Delete: %w", err)
 	}

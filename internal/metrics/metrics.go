@@ -51,6 +51,12 @@ var (
 		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 	}, []string{"provider", "mode"})
 
+	// ProviderPanicsTotal counts panics of the provider's methods, recovered by the engine.
+	ProviderPanicsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "engine", Name: "provider_panics_total",
+		Help: "Panics of the provider's CreateOrUpdate and Delete, recovered by the runtime, by method.",
+	}, []string{"provider", "mode", "method"})
+
 	// EventsTotal counts the events emitted on Service objects.
 	EventsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace, Subsystem: "engine", Name: "events_total",
@@ -128,7 +134,7 @@ func resultOf(err error) string {
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(
-		ReconcilesTotal, ReconcileDuration, EventsTotal, SingletonConflictsTotal,
+		ReconcilesTotal, ReconcileDuration, ProviderPanicsTotal, EventsTotal, SingletonConflictsTotal,
 		AccessGrantDuration, ProviderConfigGeneration, ProviderConfigValid,
 		TokenRequestsTotal, RuntimeTokenRefreshesTotal, RuntimeTokenExpiry,
 		APIExportProvisionsTotal, state,

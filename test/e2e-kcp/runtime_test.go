@@ -243,6 +243,27 @@ func TestRuntimeKCPMode(t *testing.T) {
 		}
 	})
 
+	t.Run("a panicking or rejecting provider shows on the tenant's object; the others are served", func(t *testing.T) {
+		tn, other := tenants[2], tenants[1]
+		harness.Patch(ctx, t, tn.c, main, func(w *widget.Widget) { w.Spec.Panic = "nil map in the widget factory" })
+		if msg := waitReason(ctx, t, tn.c, main, v1alpha1.ReasonProviderPanic); !strings.Contains(msg, "nil map in the widget factory") {
+			t.Errorf("message %q does not carry the panic's value", msg)
+		}
+		harness.Patch(ctx, t, other.c, main, func(w *widget.Widget) { w.Spec.Color = "green" })
+		wantConfigMap(ctx, t, wl, other.lc, "bonjour", "green")
+		harness.Patch(ctx, t, other.c, main, func(w *widget.Widget) { w.Spec.Color = "blue" })
+		wantConfigMap(ctx, t, wl, other.lc, "bonjour", "blue")
+
+		harness.Patch(ctx, t, tn.c, main, func(w *widget.Widget) {
+			w.Spec.Panic, w.Spec.Fail, w.Spec.Terminal = "", `color "plaid" is not offered`, true
+		})
+		if msg := waitReason(ctx, t, tn.c, main, v1alpha1.ReasonProviderRejected); msg != `color "plaid" is not offered` {
+			t.Errorf("message %q", msg)
+		}
+		harness.Patch(ctx, t, tn.c, main, func(w *widget.Widget) { w.Spec.Fail, w.Spec.Terminal = "", false })
+		waitReady(ctx, t, tn.c, main)
+	})
+
 	t.Run("delete cleans up the workspace and the platform", func(t *testing.T) {
 		tn := tenants[1]
 		harness.DeleteAndWait(ctx, t, tn.c, widgetAt(main))

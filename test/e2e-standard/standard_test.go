@@ -188,6 +188,30 @@ func TestStandardMode(t *testing.T) {
 		wantReady(ctx, t, ob, alpha)
 	})
 
+	t.Run("a terminal provider error becomes a condition in the provider's words", func(t *testing.T) {
+		harness.Patch(ctx, t, ob, alpha, func(w *widget.Widget) { w.Spec.Fail, w.Spec.Terminal = `color "plaid" is not offered`, true })
+		if msg := wantReason(ctx, t, ob, alpha, v1alpha1.ReasonProviderRejected); msg != `color "plaid" is not offered` {
+			t.Errorf("message %q", msg)
+		}
+		// A change of the object brings it back.
+		harness.Patch(ctx, t, ob, alpha, func(w *widget.Widget) { w.Spec.Fail, w.Spec.Terminal = "", false })
+		wantReady(ctx, t, ob, alpha)
+	})
+
+	t.Run("a panicking provider shows on its object and the runtime serves the others", func(t *testing.T) {
+		harness.Patch(ctx, t, ob, alpha, func(w *widget.Widget) { w.Spec.Panic = "nil map in the widget factory" })
+		if msg := wantReason(ctx, t, ob, alpha, v1alpha1.ReasonProviderPanic); !strings.Contains(msg, "nil map in the widget factory") {
+			t.Errorf("message %q does not carry the panic's value", msg)
+		}
+		// The same process still serves beta: a change of beta's reaches its workload.
+		harness.Patch(ctx, t, ob, beta, func(w *widget.Widget) { w.Spec.Color = "orange" })
+		wantConfigMap(t, "beta", "bonjour", "orange")
+		harness.Patch(ctx, t, ob, beta, func(w *widget.Widget) { w.Spec.Color = "green" })
+		wantConfigMap(t, "beta", "bonjour", "green")
+		harness.Patch(ctx, t, ob, alpha, func(w *widget.Widget) { w.Spec.Panic = "" })
+		wantReady(ctx, t, ob, alpha)
+	})
+
 	t.Run("operation annotation ignore and reconcile", func(t *testing.T) {
 		harness.Patch(ctx, t, ob, beta, func(w *widget.Widget) {
 			w.Annotations = map[string]string{"openmcp.cloud/operation": "ignore"}

@@ -24,7 +24,12 @@ var _ provider.Reconciler[*Widget] = Provider{}
 
 // CreateOrUpdate installs or updates the widget.
 func (Provider) CreateOrUpdate(ctx context.Context, w *Widget) (provider.Result, error) {
-	if w.Spec.Fail != "" {
+	switch {
+	case w.Spec.Panic != "":
+		panic(w.Spec.Panic)
+	case w.Spec.Fail != "" && w.Spec.Terminal:
+		return provider.Result{}, provider.Terminal(errors.New(w.Spec.Fail))
+	case w.Spec.Fail != "":
 		return provider.Result{}, errors.New(w.Spec.Fail)
 	}
 	wl, ns := cluster.WorkloadFromCtx(ctx), cluster.IdentityFromCtx(ctx).TenantNamespace()

@@ -33,6 +33,13 @@ type WidgetSpec struct {
 	// Fail makes the provider fail with this message (tests the error path).
 	// +optional
 	Fail string `json:"fail,omitempty"`
+	// Terminal makes Fail a terminal error (provider.Terminal): not retried until the
+	// widget or its configuration changes.
+	// +optional
+	Terminal bool `json:"terminal,omitempty"`
+	// Panic makes the provider panic with this value (tests the runtime's recovery).
+	// +optional
+	Panic string `json:"panic,omitempty"`
 }
 
 // Widget is the test Service API.

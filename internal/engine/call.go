@@ -1,0 +1,62 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
+	"github.com/openmcp-project/kcp-serviceprovider/provider"
+)
+
+// PanicError is a recovered panic of a provider method.
+type PanicError struct {
+	// Method is CreateOrUpdate or Delete.
+	Method string
+	// Value is what the provider panicked with.
+	Value any
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("provider %s panicked: %v", e.Method, e.Value)
+}
+
+// callProvider runs one provider method. A panic there must not skip the status write
+// and the metrics of the reconcile (the tenant would see nothing) nor end the process
+// (every other tenant would lose the service): it becomes a PanicError, logged with
+// its stack and counted.
+func (e *Engine[T]) callProvider(ctx context.Context, method string, fn func() (provider.Result, error)) (res provider.Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.FromContext(ctx).Error(nil, "provider panicked; recovered", "method", method, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			metrics.ProviderPanicsTotal.WithLabelValues(e.opts.Provider, string(e.opts.Tenancy.Mode()), method).Inc()
+			res, err = provider.Result{}, &PanicError{Method: method, Value: r}
+		}
+	}()
+	return fn()
+}
+
+// providerFailed records a provider error on the object's status and says what the
+// reconcile returns: a terminal error is not retried (the object's or the
+// ProviderConfig's next change brings it back), anything else is, with backoff.
+func providerFailed(st *v1alpha1.ServiceStatus, gen int64, method string, err error, phase v1alpha1.Phase) (reconcile.Result, error) {
+	reason := v1alpha1.ReasonProviderError
+	var panicked *PanicError
+	switch {
+	case errors.As(err, &panicked):
+		reason = v1alpha1.ReasonProviderPanic
+	case errors.Is(err, reconcile.TerminalError(nil)):
+		reason = v1alpha1.ReasonProviderRejected
+	}
+	// The tenant reads the provider's own words: controller-runtime's prefix of a
+	// terminal error says nothing to them (the reason says it is final).
+	setReady(st, gen, metav1.ConditionFalse, reason, strings.TrimPrefix(err.Error(), "terminal error: "), phase)
+	return reconcile.Result{}, fmt.Errorf("provider %s: %w", method, err)
+}
