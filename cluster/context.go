@@ -2,6 +2,9 @@ package cluster
 
 import (
 	"context"
+	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -22,6 +25,38 @@ type Access struct {
 	// calls the provider again soon after it, so that a worker's copy of Kubeconfig is
 	// replaced before the old credential expires.
 	RenewAt time.Time
+}
+
+// Endpoint is where an Access connects, split for workers configured by parts rather
+// than by a kubeconfig.
+type Endpoint struct {
+	// URL is the whole server URL, path included: what a kubeconfig's server holds.
+	URL string
+	// Host and Port are the URL's; Port is filled in from the scheme when the URL has
+	// none.
+	Host, Port string
+	// Path is the URL's path: in kcp mode /clusters/<logical cluster>, the workspace. A
+	// worker that knows only host and port (KUBERNETES_SERVICE_HOST/PORT) reaches kcp's
+	// front door, not the workspace: give it URL, or the kubeconfig.
+	Path string
+	// CAData is the PEM bundle the server's certificate is checked against.
+	CAData []byte
+}
+
+// Endpoint returns where a connects; the zero Endpoint for nil.
+func (a *Access) Endpoint() (Endpoint, error) {
+	if a == nil || a.Config == nil {
+		return Endpoint{}, nil
+	}
+	u, err := url.Parse(a.Config.Host)
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("server URL of %s: %w", a.Config.Host, err)
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
+	}
+	return Endpoint{URL: a.Config.Host, Host: u.Hostname(), Port: port, Path: strings.TrimSuffix(u.Path, "/"), CAData: a.Config.CAData}, nil
 }
 
 // String never prints credentials.
@@ -103,6 +138,28 @@ func WorkloadKubeconfigFromCtx(ctx context.Context) []byte {
 		return a.Kubeconfig
 	}
 	return nil
+}
+
+// MCPConfigFromCtx is a copy of the end-user cluster's REST config, for workers
+// configured by host, CA and token; nil where MCPFromCtx is nil. In kcp mode its Host
+// carries the workspace's path (see Endpoint).
+func MCPConfigFromCtx(ctx context.Context) *rest.Config {
+	return configOf(access(ctx, mcp))
+}
+
+// WorkloadConfigFromCtx is a copy of the workload cluster's REST config; nil where
+// WorkloadFromCtx is nil.
+func WorkloadConfigFromCtx(ctx context.Context) *rest.Config {
+	return configOf(access(ctx, workload))
+}
+
+// configOf copies: a provider adjusting its worker's settings must not change the
+// runtime's own connection.
+func configOf(a *Access) *rest.Config {
+	if a == nil || a.Config == nil {
+		return nil
+	}
+	return rest.CopyConfig(a.Config)
 }
 
 // IdentityFromCtx is the tenant's stable identity.

@@ -178,6 +178,13 @@ func TestRuntimeKCPMode(t *testing.T) {
 			if w.Status.Identity != tn.lc.String() {
 				t.Errorf("identity %q, want the logical cluster %q", w.Status.Identity, tn.lc)
 			}
+			cm := &corev1.ConfigMap{}
+			if err := wl.Get(ctx, client.ObjectKey{Namespace: cluster.KCPIdentity(tn.lc.String()).TenantNamespace(), Name: "widget"}, cm); err != nil {
+				t.Fatal(err)
+			}
+			if cm.Data["server-path"] != "/clusters/"+tn.lc.String() || cm.Data["server-port"] == "" {
+				t.Errorf("tenant %d: the worker's endpoint by parts %v, want the workspace's path /clusters/%s", i+1, cm.Data, tn.lc)
+			}
 			cfg := workerConfig(ctx, t, wl, tn.lc)
 			if !strings.HasSuffix(strings.TrimSuffix(cfg.Host, "/"), "/clusters/"+tn.lc.String()) {
 				t.Errorf("worker kubeconfig points at %s, want the workspace %s", cfg.Host, tn.lc)

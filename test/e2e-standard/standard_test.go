@@ -102,6 +102,13 @@ func TestStandardMode(t *testing.T) {
 			t.Errorf("resources = %+v", w.Status.Resources)
 		}
 		wantConfigMap(t, "alpha", "hello", "blue")
+		cm := &corev1.ConfigMap{}
+		if err := wl.Get(ctx, workloadConfigMap("alpha"), cm); err != nil {
+			t.Fatal(err)
+		}
+		if cm.Data["server-path"] != "" || cm.Data["server-host"] == "" || cm.Data["server-port"] == "" {
+			t.Errorf("the worker's endpoint by parts %v: want the ControlPlane's host and port, no path", cm.Data)
+		}
 
 		// The kubeconfig handed to the worker reaches the tenant's MCP with exactly
 		// the declared permissions.

@@ -39,12 +39,18 @@ func (Provider) CreateOrUpdate(ctx context.Context, w *Widget) (provider.Result,
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "widget", Namespace: ns}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "widget-kubeconfig", Namespace: ns}},
 	}
+	// A worker configured by parts (host, port, path) rather than by kubeconfig.
+	endUser, err := cluster.TenantFromCtx(ctx).MCP.Endpoint()
+	if err != nil {
+		return provider.Result{}, err
+	}
 	w.Status.Resources = nil
 	for _, o := range objs {
 		if _, err := controllerutil.CreateOrUpdate(ctx, wl, o, func() error {
 			switch o := o.(type) {
 			case *corev1.ConfigMap:
-				o.Data = map[string]string{"color": w.Spec.Color, "greeting": config.Spec.Greeting}
+				o.Data = map[string]string{"color": w.Spec.Color, "greeting": config.Spec.Greeting,
+					"server-host": endUser.Host, "server-port": endUser.Port, "server-path": endUser.Path}
 			case *corev1.Secret:
 				o.Data = map[string][]byte{"kubeconfig": cluster.MCPKubeconfigFromCtx(ctx)}
 			}

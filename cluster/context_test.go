@@ -1,0 +1,45 @@
+package cluster_test
+
+import (
+	"context"
+	"testing"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+)
+
+// TestEndpointAndConfig: a worker configured by parts gets the workspace's path apart
+// from host and port, and a REST config the provider may change without changing the
+// runtime's connection.
+func TestEndpointAndConfig(t *testing.T) {
+	runtimeCfg := &rest.Config{Host: "https://kcp.example.com:6443/clusters/2x8f3k/", BearerToken: "t", TLSClientConfig: rest.TLSClientConfig{CAData: []byte("ca")}}
+	ctx := cluster.WithTenant(context.Background(), &cluster.Tenant{
+		MCP:      &cluster.Access{Config: runtimeCfg},
+		Workload: &cluster.Access{Config: &rest.Config{Host: "https://workload.example.com"}},
+	})
+
+	ep, err := cluster.TenantFromCtx(ctx).MCP.Endpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (cluster.Endpoint{URL: runtimeCfg.Host, Host: "kcp.example.com", Port: "6443", Path: "/clusters/2x8f3k", CAData: []byte("ca")}); ep.URL != want.URL || ep.Host != want.Host || ep.Port != want.Port || ep.Path != want.Path || string(ep.CAData) != "ca" {
+		t.Errorf("MCP endpoint %+v, want %+v", ep, want)
+	}
+	wl, err := cluster.TenantFromCtx(ctx).Workload.Endpoint()
+	if err != nil || wl.Port != "443" || wl.Path != "" {
+		t.Errorf("workload endpoint %+v (%v), want port 443 from the scheme and no path", wl, err)
+	}
+
+	cfg := cluster.MCPConfigFromCtx(ctx)
+	cfg.Host, cfg.BearerToken = "https://elsewhere", "other"
+	if runtimeCfg.Host != "https://kcp.example.com:6443/clusters/2x8f3k/" || runtimeCfg.BearerToken != "t" {
+		t.Errorf("changing the provider's copy changed the runtime's config: %s", runtimeCfg.Host)
+	}
+	if cluster.WorkloadConfigFromCtx(ctx).Host != "https://workload.example.com" {
+		t.Errorf("workload config not handed on")
+	}
+	if cluster.MCPConfigFromCtx(context.Background()) != nil {
+		t.Errorf("a config outside a runtime call")
+	}
+}
