@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -160,6 +162,25 @@ func configOf(a *Access) *rest.Config {
 		return nil
 	}
 	return rest.CopyConfig(a.Config)
+}
+
+// EndUserServes reports whether the end-user cluster serves kind gk. The modes differ
+// here: a kcp workspace serves no apps/v1 (no Deployments, StatefulSets) unless an
+// APIBinding brings it, where every ControlPlane does; a provider that would install a
+// workload there asks first rather than failing with "no matches for kind". False
+// outside a runtime call or without end-user access.
+func EndUserServes(ctx context.Context, gk schema.GroupKind) (bool, error) {
+	a := access(ctx, mcp)
+	if a == nil || a.Client == nil {
+		return false, nil
+	}
+	if _, err := a.Client.RESTMapper().RESTMapping(gk); err != nil {
+		if meta.IsNoMatchError(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("discovery of %s on the end-user cluster: %w", gk, err)
+	}
+	return true, nil
 }
 
 // IdentityFromCtx is the tenant's stable identity.

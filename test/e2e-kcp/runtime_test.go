@@ -182,6 +182,9 @@ func TestRuntimeKCPMode(t *testing.T) {
 			if err := wl.Get(ctx, client.ObjectKey{Namespace: cluster.KCPIdentity(tn.lc.String()).TenantNamespace(), Name: "widget"}, cm); err != nil {
 				t.Fatal(err)
 			}
+			if cm.Data["end-user-serves-deployments"] != "false" {
+				t.Errorf("tenant %d: the provider was told the workspace serves Deployments (%v)", i+1, cm.Data)
+			}
 			if cm.Data["server-path"] != "/clusters/"+tn.lc.String() || cm.Data["server-port"] == "" {
 				t.Errorf("tenant %d: the worker's endpoint by parts %v, want the workspace's path /clusters/%s", i+1, cm.Data, tn.lc)
 			}

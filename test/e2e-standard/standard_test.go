@@ -106,6 +106,9 @@ func TestStandardMode(t *testing.T) {
 		if err := wl.Get(ctx, workloadConfigMap("alpha"), cm); err != nil {
 			t.Fatal(err)
 		}
+		if cm.Data["end-user-serves-deployments"] != "true" {
+			t.Errorf("the provider was told the ControlPlane serves no Deployments (%v)", cm.Data)
+		}
 		if cm.Data["server-path"] != "" || cm.Data["server-host"] == "" || cm.Data["server-port"] == "" {
 			t.Errorf("the worker's endpoint by parts %v: want the ControlPlane's host and port, no path", cm.Data)
 		}

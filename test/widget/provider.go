@@ -3,10 +3,12 @@ package widget
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -44,13 +46,20 @@ func (Provider) CreateOrUpdate(ctx context.Context, w *Widget) (provider.Result,
 	if err != nil {
 		return provider.Result{}, err
 	}
+	// What the end-user cluster can run differs by mode (a kcp workspace serves no
+	// Deployments): the worker's settings say which it found.
+	deployments, err := cluster.EndUserServes(ctx, schema.GroupKind{Group: "apps", Kind: "Deployment"})
+	if err != nil {
+		return provider.Result{}, err
+	}
 	w.Status.Resources = nil
 	for _, o := range objs {
 		if _, err := controllerutil.CreateOrUpdate(ctx, wl, o, func() error {
 			switch o := o.(type) {
 			case *corev1.ConfigMap:
 				o.Data = map[string]string{"color": w.Spec.Color, "greeting": config.Spec.Greeting,
-					"server-host": endUser.Host, "server-port": endUser.Port, "server-path": endUser.Path}
+					"server-host": endUser.Host, "server-port": endUser.Port, "server-path": endUser.Path,
+					"end-user-serves-deployments": strconv.FormatBool(deployments)}
 			case *corev1.Secret:
 				o.Data = map[string][]byte{"kubeconfig": cluster.MCPKubeconfigFromCtx(ctx)}
 			}
