@@ -82,7 +82,6 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 	if err != nil {
 		return nil, fmt.Errorf("kcp mode manager: %w", err)
 	}
-	platform := mgr.GetLocalManager().GetClient()
 	if err := mgr.Add(objects); err != nil {
 		return nil, err
 	}
@@ -102,7 +101,7 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 		Minter: minter, NewList: r.decl.newList, Kind: r.decl.gvk.Kind,
 		Scheme: r.decl.scheme, Tune: opts.tune, RetryInterval: opts.RetryInterval,
 	})
-	e, err := engine.Register(mgr, r.engineOptions(platform, tenancy, workspaces.Labels, opts), engine.Setup{
+	e, err := engine.Register(mgr, r.engineOptions(mgr, tenancy, workspaces.Labels, opts), engine.Setup{
 		Name:                    r.decl.name + "-kcp",
 		NewList:                 r.decl.newList,
 		ProviderConfig:          r.decl.newProviderConfig(),

@@ -88,7 +88,7 @@ func (r *Runtime[T]) platformServiceManager(opts Options) (mcmanager.Manager, er
 		_ = mgr.AddHealthzCheck("ping", healthz.Ping)
 		_ = mgr.AddReadyzCheck("platform-cache", ops.CacheSynced("platform", mode.Cluster.GetCache()))
 	}
-	eopts := r.engineOptions(mgr.GetLocalManager().GetClient(), mode.Tenancy, nil, opts)
+	eopts := r.engineOptions(mgr, mode.Tenancy, nil, opts)
 	if mode.Workload != nil {
 		eopts.Workload = mode.Workload
 	}

@@ -279,7 +279,7 @@ func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcm
 		ProviderName: r.decl.name, Permissions: r.decl.mcpPerms, Scheme: r.decl.scheme,
 		RetryInterval: opts.RetryInterval, Tune: opts.tune,
 	})
-	e, err := engine.Register(mgr, r.engineOptions(platform, tenancy, onboarding.Labels, opts), engine.Setup{
+	e, err := engine.Register(mgr, r.engineOptions(mgr, tenancy, onboarding.Labels, opts), engine.Setup{
 		Name: r.decl.name + "-standard",
 		// A process may start a Runtime again after stopping it (the reliability tests
 		// simulate a crash and restart that way).
@@ -300,8 +300,14 @@ func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcm
 
 // engineOptions are the engine's options for one mode: everything but the tenancy and
 // the labels that map requests back to tenants is the same in every mode.
-func (r *Runtime[T]) engineOptions(platform client.Client, tenancy engine.Tenancy[T], labels func(reconcile.Request) map[string]string, opts Options) engine.Options[T] {
+func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, tenancy engine.Tenancy[T], labels func(reconcile.Request) map[string]string, opts Options) engine.Options[T] {
+	platform := mgr.GetLocalManager().GetClient()
 	eopts := engine.Options[T]{
+		// The provider reads the platform cluster past every cache (it may read any
+		// kind, e.g. a pull secret its ProviderConfig names; a cache would watch them
+		// all), through the manager's connection: its QPS, its transport, its metrics.
+		PlatformReader:    mgr.GetLocalManager().GetAPIReader(),
+		ProviderNamespace: opts.Namespace,
 		NewObject: r.decl.newObject,
 		Finalizer: r.decl.finalizer(),
 		ProviderConfig: &providerconfig.Loader{

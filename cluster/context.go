@@ -84,6 +84,11 @@ type Tenant struct {
 	Workload *Access
 	// ProviderConfig is the provider's loaded ProviderConfig.
 	ProviderConfig any
+	// Platform reads the platform cluster, past every cache, with the runtime's rights
+	// there (see PlatformFromCtx).
+	Platform client.Reader
+	// ProviderNamespace is the provider's own namespace on the platform cluster.
+	ProviderNamespace string
 }
 
 type tenantKey struct{}
@@ -181,6 +186,27 @@ func EndUserServes(ctx context.Context, gk schema.GroupKind) (bool, error) {
 		return false, fmt.Errorf("discovery of %s on the end-user cluster: %w", gk, err)
 	}
 	return true, nil
+}
+
+// PlatformFromCtx reads the platform cluster: for example the image pull secret a
+// ProviderConfig names, to copy it to the workload cluster. It is read-only, reads
+// past every cache, and goes through the runtime's own connection (its QPS, transport
+// and metrics); what it may read is what the runtime's RBAC on the platform cluster
+// grants. nil outside a runtime call.
+func PlatformFromCtx(ctx context.Context) client.Reader {
+	if t := TenantFromCtx(ctx); t != nil {
+		return t.Platform
+	}
+	return nil
+}
+
+// ProviderNamespaceFromCtx is the provider's own namespace on the platform cluster
+// (POD_NAMESPACE), where a platform team keeps the provider's secrets.
+func ProviderNamespaceFromCtx(ctx context.Context) string {
+	if t := TenantFromCtx(ctx); t != nil {
+		return t.ProviderNamespace
+	}
+	return ""
 }
 
 // IdentityFromCtx is the tenant's stable identity.

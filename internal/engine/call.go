@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 )
@@ -59,4 +60,10 @@ func providerFailed(st *v1alpha1.ServiceStatus, gen int64, method string, err er
 	// terminal error says nothing to them (the reason says it is final).
 	setReady(st, gen, metav1.ConditionFalse, reason, strings.TrimPrefix(err.Error(), "terminal error: "), phase)
 	return reconcile.Result{}, fmt.Errorf("provider %s: %w", method, err)
+}
+
+// newTenant is what every provider call is handed before the clusters are resolved.
+func (e *Engine[T]) newTenant(id cluster.Identity, pc provider.ProviderConfig) *cluster.Tenant {
+	return &cluster.Tenant{Mode: e.opts.Tenancy.Mode(), Identity: id, ProviderConfig: pc,
+		Platform: e.opts.PlatformReader, ProviderNamespace: e.opts.ProviderNamespace}
 }

@@ -41,6 +41,10 @@ type Options[T provider.Object] struct {
 	Tenancy Tenancy[T]
 	// Workload orders workload clusters; nil when the provider runs no workers there.
 	Workload WorkloadAccess
+	// PlatformReader reads the platform cluster for the provider (cluster.PlatformFromCtx).
+	PlatformReader client.Reader
+	// ProviderNamespace is the provider's own namespace on the platform cluster.
+	ProviderNamespace string
 	// Provider is the provider's name: the `provider` label of the runtime's metrics.
 	Provider string
 	// EventSource is the reporting controller of the events the engine records on
@@ -216,7 +220,7 @@ func (e *Engine[T]) delete(ctx context.Context, t Target[T], pc provider.Provide
 	}
 	setReady(st, obj.GetGeneration(), metav1.ConditionFalse, v1alpha1.ReasonDeleting, "removing the service", v1alpha1.PhaseTerminating)
 
-	tenant := &cluster.Tenant{Mode: e.opts.Tenancy.Mode(), Identity: t.Identity, ProviderConfig: pc}
+	tenant := e.newTenant(t.Identity, pc)
 	mcp, err := e.opts.Tenancy.LookupEndUser(ctx, t)
 	if err != nil {
 		return e.waitingOrError(st, obj.GetGeneration(), err)
@@ -298,7 +302,7 @@ func (e *Engine[T]) stillHeld(ctx context.Context, t Target[T]) (bool, error) {
 // resolve orders and returns every cluster the provider needs, and records the object
 // for the orphan sweep once they are granted (orphan.go).
 func (e *Engine[T]) resolve(ctx context.Context, t Target[T], pc provider.ProviderConfig) (*cluster.Tenant, error) {
-	tenant := &cluster.Tenant{Mode: e.opts.Tenancy.Mode(), Identity: t.Identity, ProviderConfig: pc}
+	tenant := e.newTenant(t.Identity, pc)
 	mcp, err := e.opts.Tenancy.EndUser(ctx, t)
 	if err != nil {
 		return nil, err

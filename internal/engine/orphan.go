@@ -162,7 +162,7 @@ func (e *Engine[T]) DeleteOrphan(ctx context.Context, ars []*clustersv1alpha1.Ac
 		// what to remove.
 		return false, err
 	}
-	tenant := &cluster.Tenant{Mode: e.opts.Tenancy.Mode(), Identity: t.Identity, ProviderConfig: pc}
+	tenant := e.newTenant(t.Identity, pc)
 	if e.opts.Workload != nil {
 		wl, err := e.opts.Workload.Lookup(ctx, t.Key)
 		if err != nil {

@@ -253,6 +253,27 @@ func TestRuntimeKCPMode(t *testing.T) {
 		}
 	})
 
+	t.Run("the provider reads the platform cluster: a pull secret copied to each workspace's worker", func(t *testing.T) {
+		if err := pf.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "registry"},
+			Data: map[string][]byte{".dockerconfigjson": []byte(`{"auths":{}}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		harness.Patch(ctx, t, pf, client.ObjectKey{Name: spName}, func(c *widget.WidgetConfig) { c.Spec.PullSecret = "registry" })
+		for _, tn := range tenants[1:] {
+			ns := cluster.KCPIdentity(tn.lc.String()).TenantNamespace()
+			harness.Eventually(ctx, t, 60*time.Second, ns+"'s copy of the pull secret", func(ctx context.Context) error {
+				s := &corev1.Secret{}
+				if err := wl.Get(ctx, client.ObjectKey{Namespace: ns, Name: "widget-pull-secret"}, s); err != nil {
+					return err
+				}
+				if string(s.Data[".dockerconfigjson"]) != `{"auths":{}}` {
+					return fmt.Errorf("data %v", s.Data)
+				}
+				return nil
+			})
+		}
+	})
+
 	t.Run("a panicking or rejecting provider shows on the tenant's object; the others are served", func(t *testing.T) {
 		tn, other := tenants[2], tenants[1]
 		harness.Patch(ctx, t, tn.c, main, func(w *widget.Widget) { w.Spec.Panic = "nil map in the widget factory" })

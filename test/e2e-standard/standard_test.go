@@ -168,6 +168,26 @@ func TestStandardMode(t *testing.T) {
 		wantConfigMap(t, "beta", "bonjour", "green")
 	})
 
+	t.Run("the provider reads the platform cluster: a pull secret copied to each tenant", func(t *testing.T) {
+		if err := pf.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "registry"},
+			Data: map[string][]byte{".dockerconfigjson": []byte(`{"auths":{}}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		harness.Patch(ctx, t, pf, client.ObjectKey{Name: providerName}, func(c *widget.WidgetConfig) { c.Spec.PullSecret = "registry" })
+		for _, name := range []string{"alpha", "beta"} {
+			harness.Eventually(ctx, t, 60*time.Second, name+"'s copy of the pull secret", func(ctx context.Context) error {
+				s := &corev1.Secret{}
+				if err := wl.Get(ctx, client.ObjectKey{Namespace: workloadConfigMap(name).Namespace, Name: "widget-pull-secret"}, s); err != nil {
+					return err
+				}
+				if string(s.Data[".dockerconfigjson"]) != `{"auths":{}}` {
+					return fmt.Errorf("data %v", s.Data)
+				}
+				return nil
+			})
+		}
+	})
+
 	t.Run("an invalid ProviderConfig is reported and nothing is torn down", func(t *testing.T) {
 		setGreeting(t, " ")
 		msg := wantReason(ctx, t, ob, beta, v1alpha1.ReasonProviderConfigInvalid)

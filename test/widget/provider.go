@@ -3,6 +3,7 @@ package widget
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,6 +53,17 @@ func (Provider) CreateOrUpdate(ctx context.Context, w *Widget) (provider.Result,
 	if err != nil {
 		return provider.Result{}, err
 	}
+	// A copy of the pull secret the platform team names, read on the platform cluster.
+	var pullData map[string][]byte
+	if config.Spec.PullSecret != "" {
+		pull := &corev1.Secret{}
+		key := client.ObjectKey{Namespace: cluster.ProviderNamespaceFromCtx(ctx), Name: config.Spec.PullSecret}
+		if err := cluster.PlatformFromCtx(ctx).Get(ctx, key, pull); err != nil {
+			return provider.Result{}, fmt.Errorf("reading the pull secret %s on the platform cluster: %w", key, err)
+		}
+		pullData = pull.Data
+		objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "widget-pull-secret", Namespace: ns}})
+	}
 	w.Status.Resources = nil
 	for _, o := range objs {
 		if _, err := controllerutil.CreateOrUpdate(ctx, wl, o, func() error {
@@ -61,6 +73,10 @@ func (Provider) CreateOrUpdate(ctx context.Context, w *Widget) (provider.Result,
 					"server-host": endUser.Host, "server-port": endUser.Port, "server-path": endUser.Path,
 					"end-user-serves-deployments": strconv.FormatBool(deployments)}
 			case *corev1.Secret:
+				if o.Name == "widget-pull-secret" {
+					o.Data = pullData
+					return nil
+				}
 				o.Data = map[string][]byte{"kubeconfig": cluster.MCPKubeconfigFromCtx(ctx)}
 			}
 			return nil
@@ -85,6 +101,7 @@ func (Provider) Delete(ctx context.Context, w *Widget) (provider.Result, error) 
 	for _, o := range []client.Object{
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "widget", Namespace: ns}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "widget-kubeconfig", Namespace: ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "widget-pull-secret", Namespace: ns}},
 	} {
 		if err := wl.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
 			return provider.Result{}, err

@@ -73,6 +73,10 @@ type WidgetList struct {
 type WidgetConfigSpec struct {
 	// Greeting is written into every tenant's widget ConfigMap.
 	Greeting string `json:"greeting,omitempty"`
+	// PullSecret names a Secret in the provider's namespace on the platform cluster that
+	// every tenant's widget gets a copy of, as real providers copy image pull secrets.
+	// +optional
+	PullSecret string `json:"pullSecret,omitempty"`
 	// PollInterval between reconciles of Ready objects.
 	// +optional
 	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
