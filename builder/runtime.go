@@ -308,8 +308,8 @@ func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, tenancy engine.Tenancy
 		// all), through the manager's connection: its QPS, its transport, its metrics.
 		PlatformReader:    mgr.GetLocalManager().GetAPIReader(),
 		ProviderNamespace: opts.Namespace,
-		NewObject: r.decl.newObject,
-		Finalizer: r.decl.finalizer(),
+		NewObject:         r.decl.newObject,
+		Finalizer:         r.decl.finalizer(),
 		ProviderConfig: &providerconfig.Loader{
 			Reader: platform, Name: r.decl.name, New: r.decl.newProviderConfig,
 		},
