@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -23,6 +24,7 @@ import (
 
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	commonapi "github.com/openmcp-project/openmcp-operator/api/common"
+	libutils "github.com/openmcp-project/openmcp-operator/lib/utils"
 
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 )
@@ -51,8 +53,9 @@ func TestRealOperator(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	p, err := env.StartPlatform(ctx, PlatformOptions{
-		Clusters: []string{PurposeWorkload}, Operator: true,
+		Clusters: []string{PurposeWorkload, PurposeMCP}, Operator: true,
 		LocalPlatform: localplatform.Options{Logger: testr.New(t)},
+		ControlPlanes: []types.NamespacedName{{Namespace: "default", Name: "demo"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +64,21 @@ func TestRealOperator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+
+	// The ControlPlane's request, granted by the scheduler with an exclusive Cluster
+	// that the local platform backs with the MCP server.
+	mcpNS, err := libutils.StableMCPNamespace("demo", "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mcpReq := &clustersv1alpha1.ClusterRequest{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: mcpNS, Name: "demo"}, mcpReq); err != nil {
+		t.Fatal(err)
+	}
+	if !mcpReq.Status.IsGranted() || mcpReq.Status.Cluster == nil || mcpReq.Status.Cluster.Namespace != mcpNS || !strings.HasPrefix(mcpReq.Status.Cluster.Name, "mcp-") {
+		t.Fatalf("ControlPlane's ClusterRequest: phase %q, cluster %v; want Granted with an exclusive Cluster mcp-* in %s", mcpReq.Status.Phase, mcpReq.Status.Cluster, mcpNS)
+	}
+	waitClusterReady(ctx, t, c, mcpReq.Status.Cluster.NamespacedName(), p.MCP)
 	const ns = "tenant-a"
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
@@ -85,23 +103,7 @@ func TestRealOperator(t *testing.T) {
 		t.Fatalf("Cluster %s: labels %v, profile %q; want %s=true and profile %q", clusterKey, cl.Labels,
 			cl.Spec.Profile, clustersv1alpha1.DeleteWithoutRequestsLabel, p.Local.ClusterProfileName(PurposeWorkload))
 	}
-	u, _, err := rest.DefaultServerUrlFor(p.Workload.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	workloadHost := strings.TrimSuffix(u.String(), "/")
-	if err := Poll(ctx, 30*time.Second, "Cluster "+clusterKey.String()+" Ready", func(ctx context.Context) error {
-		if err := c.Get(ctx, clusterKey, cl); err != nil {
-			return err
-		}
-		ep, _ := cl.Status.Endpoints.Get(clustersv1alpha1.APISERVER_ENDPOINT_EXTERNAL)
-		if cl.Status.Phase != clustersv1alpha1.CLUSTER_PHASE_READY || ep != workloadHost {
-			return fmt.Errorf("phase %q, endpoint %q (want %q)", cl.Status.Phase, ep, workloadHost)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	workloadHost := waitClusterReady(ctx, t, c, clusterKey, p.Workload)
 
 	// Created after the grant: routed by the access-request controller at once.
 	perms := []clustersv1alpha1.PermissionsRequest{{Namespace: "demo", Rules: []rbacv1.PolicyRule{
@@ -200,6 +202,31 @@ func TestRealOperator(t *testing.T) {
 	}); err != nil {
 		t.Error(err)
 	}
+}
+
+// waitClusterReady waits until the local platform reports the Cluster Ready at the
+// server's URL, and returns that URL.
+func waitClusterReady(ctx context.Context, t *testing.T, c client.Client, key client.ObjectKey, server *APIServer) string {
+	t.Helper()
+	u, _, err := rest.DefaultServerUrlFor(server.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimSuffix(u.String(), "/")
+	cl := &clustersv1alpha1.Cluster{}
+	if err := Poll(ctx, 30*time.Second, "Cluster "+key.String()+" Ready", func(ctx context.Context) error {
+		if err := c.Get(ctx, key, cl); err != nil {
+			return err
+		}
+		ep, _ := cl.Status.Endpoints.Get(clustersv1alpha1.APISERVER_ENDPOINT_EXTERNAL)
+		if cl.Status.Phase != clustersv1alpha1.CLUSTER_PHASE_READY || ep != host {
+			return fmt.Errorf("phase %q, endpoint %q (want %q)", cl.Status.Phase, ep, host)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return host
 }
 
 // measureEarlyAccess creates an AccessRequest (named after prefix), waits until the
