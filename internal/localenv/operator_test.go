@@ -300,7 +300,7 @@ func waitGranted(ctx context.Context, t *testing.T, c client.Client, obj client.
 	phase := ""
 	err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := c.Get(ctx, key, obj); err != nil {
-			return false, nil //nolint:nilerr // a failed read is retried until the deadline
+			return false, nil // retried until the deadline
 		}
 		switch o := obj.(type) {
 		case *clustersv1alpha1.ClusterRequest:
