@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the real servers the tests start (kcp, kube-apiserver, etcd, kubectl) from the
-# tools modules under hack/tools/, into a cache folder outside the repository keyed by
-# each tools module's go.sum. A warm machine skips the build entirely.
+# Builds the real servers the tests start (kcp, kube-apiserver, etcd, kubectl) and the
+# real openmcp-operator from the tools modules under hack/tools/, into a cache folder
+# outside the repository keyed by each tools module's go.sum. A warm machine skips the
+# build entirely.
 #
 # Prints, as its last line, the folder holding the binaries, for example:
 #   KSP_TEST_ASSETS=/root/.cache/kcp-serviceprovider/assets/3f2a...
@@ -9,7 +10,7 @@
 # Environment:
 #   KSP_CACHE_DIR   cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/kcp-serviceprovider)
 #
-# The two big builds run one after the other: each link peaks at about 2.5 GB and the
+# The big builds run one after the other: each link peaks at about 2.5 GB and the
 # machines here have two cores.
 set -euo pipefail
 
@@ -30,7 +31,8 @@ key() { { cat "$repo/hack/tools/$1/go.mod" "$repo/hack/tools/$1/go.sum" "$repo/h
 
 kcp_dir="$cache/kcp-$(key kcp)"
 kube_dir="$cache/kube-$(key kube)"
-assets="$cache/assets/$(key kcp)-$(key kube)"
+operator_dir="$cache/operator-$(key operator)"
+assets="$cache/assets/$(key kcp)-$(key kube)-$(key operator)"
 
 log() { echo "test-binaries: $*" >&2; }
 
@@ -87,18 +89,27 @@ build_kube() {
   rm -rf "$kube_dir" && mv "$kube_dir.tmp" "$kube_dir"
 }
 
+build_operator() {
+  [ -x "$operator_dir/openmcp-operator" ] && return 0
+  log "building openmcp-operator v1.3.0 into $operator_dir (cold: about 2.5 minutes)"
+  mkdir -p "$operator_dir.tmp"
+  (cd "$repo/hack/tools/operator" && go build -trimpath -ldflags "-s -w" -o "$operator_dir.tmp/openmcp-operator" github.com/openmcp-project/openmcp-operator/cmd/openmcp-operator)
+  rm -rf "$operator_dir" && mv "$operator_dir.tmp" "$operator_dir"
+}
+
 case "${1:-all}" in
   kcp) build_kcp ;;
   kube) build_kube ;;
-  all) build_kcp; build_kube ;;
-  *) echo "usage: $0 [all|kcp|kube]" >&2; exit 2 ;;
+  operator) build_operator ;;
+  all) build_kcp; build_kube; build_operator ;;
+  *) echo "usage: $0 [all|kcp|kube|operator]" >&2; exit 2 ;;
 esac
 
 # One folder with every binary, in the layout controller-runtime's envtest expects
-# (KUBEBUILDER_ASSETS), plus kcp.
-if [ -x "$kcp_dir/kcp" ] && [ -x "$kube_dir/kube-apiserver" ]; then
+# (KUBEBUILDER_ASSETS), plus kcp and openmcp-operator.
+if [ -x "$kcp_dir/kcp" ] && [ -x "$kube_dir/kube-apiserver" ] && [ -x "$operator_dir/openmcp-operator" ]; then
   mkdir -p "$assets"
-  for b in "$kcp_dir/kcp" "$kube_dir/kube-apiserver" "$kube_dir/etcd" "$kube_dir/kubectl"; do
+  for b in "$kcp_dir/kcp" "$kube_dir/kube-apiserver" "$kube_dir/etcd" "$kube_dir/kubectl" "$operator_dir/openmcp-operator"; do
     ln -sf "$b" "$assets/$(basename "$b")"
   done
   echo "KSP_TEST_ASSETS=$assets"

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -43,7 +45,10 @@ func (p *Platform) reconcileAccessRequest(ctx context.Context, req reconcile.Req
 	var end time.Time // when spec.ttl ends the request, zero if never
 	if ar.Spec.TTL != nil {
 		end = ar.CreationTimestamp.Add(ar.Spec.TTL.Duration)
-		if !now.Before(end) {
+		if p.opts.ClusterProviderOnly {
+			// The openmcp-operator's access-request controller deletes it.
+			end = time.Time{}
+		} else if !now.Before(end) {
 			log.Info("Deleting AccessRequest whose spec.ttl has passed", "ttl", ar.Spec.TTL.Duration)
 			if err := p.c.Delete(ctx, ar, client.Preconditions{UID: &ar.UID}); err != nil && !apierrors.IsNotFound(err) {
 				return reconcile.Result{}, fmt.Errorf("deleting expired AccessRequest %s: %w", req, err)
@@ -122,6 +127,9 @@ func (p *Platform) reconcileAccessRequest(ctx context.Context, req reconcile.Req
 // annotation, before anything is created there. Without a target it returns the reason
 // and message to show.
 func (p *Platform) resolveTarget(ctx context.Context, ar *clustersv1alpha1.AccessRequest) (*target, string, string, error) {
+	if p.opts.ClusterProviderOnly {
+		return p.routedTarget(ctx, ar)
+	}
 	var key client.ObjectKey
 	switch {
 	case ar.Spec.ClusterRef != nil:
@@ -204,11 +212,15 @@ func (p *Platform) grantAccess(ctx context.Context, ar *clustersv1alpha1.AccessR
 		s.Type = corev1.SecretTypeOpaque
 		s.Data = map[string][]byte{
 			clustersv1alpha1.SecretKeyKubeconfig:          kcfg,
-			clustersv1alpha1.SecretKeyToken:               []byte(tok.Token),
-			clustersv1alpha1.SecretKeyHost:                []byte(t.host),
-			clustersv1alpha1.SecretKeyCA:                  t.caData,
 			clustersv1alpha1.SecretKeyCreationTimestamp:   []byte(strconv.FormatInt(tok.CreationTimestamp.Unix(), 10)),
 			clustersv1alpha1.SecretKeyExpirationTimestamp: []byte(strconv.FormatInt(tok.ExpirationTimestamp.Unix(), 10)),
+		}
+		if !p.opts.ClusterProviderOnly {
+			// The real cluster providers write only the three keys above; the stand-in
+			// scheduler's Secrets keep the others for the tests written against them.
+			s.Data[clustersv1alpha1.SecretKeyToken] = []byte(tok.Token)
+			s.Data[clustersv1alpha1.SecretKeyHost] = []byte(t.host)
+			s.Data[clustersv1alpha1.SecretKeyCA] = t.caData
 		}
 		// For garbage collection on real clusters; envtest has none, hence the explicit
 		// deletion in releaseAccessRequest.
@@ -246,7 +258,7 @@ func (p *Platform) currentToken(ctx context.Context, ar *clustersv1alpha1.Access
 	}
 	created, err1 := strconv.ParseInt(string(s.Data[clustersv1alpha1.SecretKeyCreationTimestamp]), 10, 64)
 	expires, err2 := strconv.ParseInt(string(s.Data[clustersv1alpha1.SecretKeyExpirationTimestamp]), 10, 64)
-	if err1 != nil || err2 != nil || len(s.Data[clustersv1alpha1.SecretKeyKubeconfig]) == 0 || string(s.Data[clustersv1alpha1.SecretKeyHost]) != t.host {
+	if err1 != nil || err2 != nil || len(s.Data[clustersv1alpha1.SecretKeyKubeconfig]) == 0 || secretHost(s) != t.host {
 		return time.Time{}, false, nil
 	}
 	return kubeconfig.RenewAt(time.Unix(created, 0), time.Unix(expires, 0)), true, nil
@@ -350,6 +362,19 @@ func (p *Platform) cleanupAccess(ctx context.Context, ar *clustersv1alpha1.Acces
 		}
 	}
 	return nil
+}
+
+// secretHost is the API server an access Secret grants access to: its host key, or
+// the server of its kubeconfig when it has only that (the real providers' format).
+func secretHost(s *corev1.Secret) string {
+	if h, ok := s.Data[clustersv1alpha1.SecretKeyHost]; ok {
+		return string(h)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(s.Data[clustersv1alpha1.SecretKeyKubeconfig])
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(cfg.Host, "/")
 }
 
 // AccessID identifies an AccessRequest in the labels and names of what the local

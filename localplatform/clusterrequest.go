@@ -161,16 +161,8 @@ func (p *Platform) ensureCluster(ctx context.Context, cr *clustersv1alpha1.Clust
 		return nil, fmt.Errorf("adding finalizer to Cluster %s/%s: %w", c.Namespace, c.Name, err)
 	}
 
-	before := c.DeepCopy()
-	c.Status.Phase = clustersv1alpha1.CLUSTER_PHASE_READY
-	c.Status.ObservedGeneration = c.Generation
-	//nolint:staticcheck // still read by clients of older operator versions; Endpoints is set too
-	c.Status.APIServer = t.host
-	c.Status.Endpoints.Set(clustersv1alpha1.APISERVER_ENDPOINT_EXTERNAL, t.host)
-	if !equality.Semantic.DeepEqual(before.Status, c.Status) {
-		if err := p.c.Status().Patch(ctx, c, client.MergeFrom(before)); err != nil {
-			return nil, fmt.Errorf("updating status of Cluster %s/%s: %w", c.Namespace, c.Name, err)
-		}
+	if err := p.setClusterReady(ctx, c, t); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

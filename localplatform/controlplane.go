@@ -20,7 +20,8 @@ import (
 // object (named like the request, in that namespace) for the target targetName. The
 // target must have been added with purpose "mcp". Policies are not asked: the platform
 // itself created the request. It works whether or not the platform runs and returns
-// once the request is granted.
+// once the request is granted. With Options.ClusterProviderOnly the openmcp-operator's
+// scheduler grants it, choosing the Cluster its purpose mapping for "mcp" describes.
 func (p *Platform) RegisterControlPlane(ctx context.Context, name, namespace, targetName string) error {
 	t := p.target(targetName)
 	if t == nil {
@@ -40,8 +41,10 @@ func (p *Platform) RegisterControlPlane(ctx context.Context, name, namespace, ta
 	cr := &clustersv1alpha1.ClusterRequest{}
 	cr.Name, cr.Namespace = name, ns
 	cr.Annotations = map[string]string{TargetAnnotation: targetName}
-	// Set right away: a running platform reconciles the new request concurrently.
-	cr.Finalizers = []string{clustersv1alpha1.ClusterRequestFinalizer}
+	if !p.opts.ClusterProviderOnly {
+		// Set right away: a running platform reconciles the new request concurrently.
+		cr.Finalizers = []string{clustersv1alpha1.ClusterRequestFinalizer}
+	}
 	cr.Spec.Purpose = clustersv1alpha1.PURPOSE_MCP
 	if err := p.c.Create(ctx, cr); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
@@ -65,6 +68,11 @@ func (p *Platform) RegisterControlPlane(ctx context.Context, name, namespace, ta
 		}
 		if cr.Status.IsGranted() {
 			return true, nil
+		}
+		if p.opts.ClusterProviderOnly {
+			// The openmcp-operator's scheduler grants it.
+			last = fmt.Errorf("phase %q", cr.Status.Phase)
+			return false, nil
 		}
 		if _, last = p.ensureClusterRequest(ctx, cr, false); last != nil {
 			if apierrors.IsConflict(last) {

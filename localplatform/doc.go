@@ -53,6 +53,25 @@
 //     (phase Pending until a point in time) each request; [Options.TokenTTL] sets the
 //     token lifetime.
 //
+// With [Options.ClusterProviderOnly] the real openmcp-operator (its scheduler and
+// access-request controller) runs against the same platform cluster and the platform
+// plays only the part a cluster provider (cluster-provider-kind, -gardener) plays
+// there; the ClusterRequest controller, the ClusterRequest policy and [TargetAnnotation]
+// on requests are then unused:
+//
+//   - ClusterProfiles: [Platform.EnsureClusterProfiles] writes one per target, named
+//     [Platform.ClusterProfileName], whose providerRef is [Options.ProviderName]. The
+//     operator's purpose mappings put that name into spec.profile of the Clusters its
+//     scheduler creates, and its access-request controller copies the providerRef into
+//     the clusters.openmcp.cloud/provider label of AccessRequests for those Clusters.
+//   - Clusters: every Cluster whose spec.profile is one of those profiles is reported
+//     Ready with the target's API server as endpoint. Their creation and deletion are
+//     the scheduler's.
+//   - AccessRequests labelled with the provider name (routed: spec.clusterRef set by
+//     the operator) are granted as above, but the access Secret holds only the keys
+//     the real providers write: kubeconfig, creationTimestamp and expirationTimestamp.
+//     spec.ttl is left to the operator, which deletes the request.
+//
 // Token lifetimes below ten minutes: the TokenRequest API refuses them, yet expiry tests
 // need them. For such lifetimes the token is requested for ten minutes but bound (through
 // TokenRequest's boundObjectRef) to an "anchor" Secret next to the ServiceAccount, and the

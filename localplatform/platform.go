@@ -99,6 +99,12 @@ type Options struct {
 	AccessRequestPolicy  AccessRequestPolicy
 	// Logger for Start's manager; the controller-runtime global logger when unset.
 	Logger logr.Logger
+	// ClusterProviderOnly leaves the scheduler's and the access-request controller's
+	// parts to the real openmcp-operator running against the same platform cluster and
+	// plays only what a cluster provider does there (see the package documentation):
+	// ClusterProfiles, Cluster status, and granting the AccessRequests routed to
+	// ProviderName. ClusterRequestPolicy is not asked then.
+	ClusterProviderOnly bool
 }
 
 // Platform answers ClusterRequests and AccessRequests on a platform cluster. Create it
@@ -183,6 +189,11 @@ func (p *Platform) Start(ctx context.Context) error {
 	if err := p.SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if p.opts.ClusterProviderOnly {
+		if err := p.EnsureClusterProfiles(ctx); err != nil {
+			return err
+		}
+	}
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("localplatform: running manager: %w", err)
 	}
@@ -201,6 +212,10 @@ func (p *Platform) SetupWithManager(mgr ctrl.Manager) error {
 		MaxConcurrentReconciles: p.opts.MaxConcurrentReconciles,
 		// Tests run several platforms in one process; names need not be unique.
 		SkipNameValidation: ptr.To(true),
+	}
+	if p.opts.ClusterProviderOnly {
+		p.cache = mgr.GetClient()
+		return p.setupClusterProvider(mgr, opts)
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).
 		Named("localplatform-clusterrequest").

@@ -4,7 +4,9 @@
 // provider binary, and TCP proxies. On top of them it assembles one local openMCP
 // platform ([Env.StartPlatform]): API servers standing in for the platform,
 // onboarding, workload and MCP clusters, the local platform granting access to them,
-// ControlPlanes, and a kcp provider workspace with the runtime's identity.
+// ControlPlanes, and a kcp provider workspace with the runtime's identity. With
+// PlatformOptions.Operator the real openmcp-operator ([Env.StartOperator]) schedules
+// and routes the requests and the local platform only plays the cluster provider.
 //
 // `kcp-serviceprovider local`, the benchmark and (through test/harness, which adds
 // t.Cleanup and t.Fatal) every integration and end-to-end test use it. Like envtest's

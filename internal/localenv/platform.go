@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 )
 
@@ -45,6 +47,12 @@ type PlatformOptions struct {
 	KCP bool
 	// Provider, with KCP, prepares the provider workspace.
 	Provider *ProviderWorkspace
+	// Operator runs the real openmcp-operator's scheduler and access-request
+	// controller against the platform cluster (see StartOperator); the local platform
+	// then plays only the cluster provider (localplatform.Options.ClusterProviderOnly),
+	// with the MCP target exclusive as on openMCP. The assets folder must hold the
+	// operator's binary.
+	Operator bool
 }
 
 // ProviderWorkspace is what a platform team prepares in kcp for a provider's runtime:
@@ -73,6 +81,8 @@ type Platform struct {
 	KCP *KCP
 	// Local grants ClusterRequests and AccessRequests on the platform cluster.
 	Local *localplatform.Platform
+	// Operator is the real openmcp-operator, with PlatformOptions.Operator.
+	Operator *Operator
 	// ProviderCluster is the logical cluster of the provider workspace.
 	ProviderCluster logicalcluster.Name
 	// RuntimeKubeconfig is the runtime's kcp identity, with PlatformOptions.Provider.
@@ -170,7 +180,9 @@ func (e *Env) startLocalPlatform(ctx context.Context, p *Platform, opts Platform
 		}
 		return cfg
 	}
-	lp, err := localplatform.New(limit(p.Platform.Config), opts.LocalPlatform)
+	lpOpts := opts.LocalPlatform
+	lpOpts.ClusterProviderOnly = lpOpts.ClusterProviderOnly || opts.Operator
+	lp, err := localplatform.New(limit(p.Platform.Config), lpOpts)
 	if err != nil {
 		return fmt.Errorf("local platform: %w", err)
 	}
@@ -182,6 +194,7 @@ func (e *Env) startLocalPlatform(ctx context.Context, p *Platform, opts Platform
 			}
 		}
 	}
+	var mappings []PurposeMapping
 	for _, purpose := range targets {
 		s := p.Server(purpose)
 		if s == nil {
@@ -193,13 +206,30 @@ func (e *Env) startLocalPlatform(ctx context.Context, p *Platform, opts Platform
 				return fmt.Errorf("local platform target %q: %w", purpose, err)
 			}
 		}
-		if err := lp.AddCluster(localplatform.TargetCluster{Name: purpose, Purposes: []string{purpose}, Config: limit(cfg)}); err != nil {
+		tenancy := clustersv1alpha1.TENANCY_SHARED
+		if opts.Operator && purpose == PurposeMCP {
+			tenancy = clustersv1alpha1.TENANCY_EXCLUSIVE
+		}
+		if err := lp.AddCluster(localplatform.TargetCluster{Name: purpose, Purposes: []string{purpose}, Tenancy: tenancy, Config: limit(cfg)}); err != nil {
 			return fmt.Errorf("local platform target %q: %w", purpose, err)
 		}
+		mappings = append(mappings, PurposeMapping{
+			Purpose: purpose, Profile: lp.ClusterProfileName(purpose), Tenancy: tenancy, Namespace: lp.Options().Namespace,
+		})
 	}
-	for _, cp := range opts.ControlPlanes {
-		if err := lp.RegisterControlPlane(ctx, cp.Name, cp.Namespace, PurposeMCP); err != nil {
-			return fmt.Errorf("registering ControlPlane %s: %w", cp, err)
+	if opts.Operator {
+		// Before the operator starts: it routes AccessRequests by their Cluster's
+		// ClusterProfile and backs off when the profile is missing.
+		if err := lp.EnsureClusterProfiles(ctx); err != nil {
+			return err
+		}
+		if p.Operator, err = e.StartOperator(ctx, p.Platform, OperatorOptions{PurposeMappings: mappings}); err != nil {
+			return err
+		}
+	} else {
+		// The stand-in scheduler grants these itself, running or not.
+		if err := registerControlPlanes(ctx, lp, opts.ControlPlanes); err != nil {
+			return err
 		}
 	}
 	lctx, cancel := context.WithCancel(ctx)
@@ -212,6 +242,20 @@ func (e *Env) startLocalPlatform(ctx context.Context, p *Platform, opts Platform
 	}()
 	e.onStop("local platform", func() error { cancel(); <-done; return nil })
 	p.Local = lp
+	if opts.Operator {
+		// The real scheduler grants these.
+		return registerControlPlanes(ctx, lp, opts.ControlPlanes)
+	}
+	return nil
+}
+
+// registerControlPlanes registers ControlPlanes on the MCP cluster's target.
+func registerControlPlanes(ctx context.Context, lp *localplatform.Platform, cps []types.NamespacedName) error {
+	for _, cp := range cps {
+		if err := lp.RegisterControlPlane(ctx, cp.Name, cp.Namespace, PurposeMCP); err != nil {
+			return fmt.Errorf("registering ControlPlane %s: %w", cp, err)
+		}
+	}
 	return nil
 }
 
