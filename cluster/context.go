@@ -89,6 +89,48 @@ type Tenant struct {
 	Platform client.Reader
 	// ProviderNamespace is the provider's own namespace on the platform cluster.
 	ProviderNamespace string
+	// Deletion is set in Delete only (see DeletionFromCtx).
+	Deletion *Deletion
+}
+
+// Reach says whether Delete can reach one cluster, and if not, why.
+type Reach string
+
+const (
+	// Reachable: the client on ctx works; remove what was installed there.
+	Reachable Reach = "Reachable"
+	// NotGranted: the runtime holds no access to the cluster for this tenant: it was
+	// never granted (so nothing was installed there with it), or it was released
+	// already. The client on ctx is nil.
+	NotGranted Reach = "NotGranted"
+	// NotDeclared: the provider declared no such cluster (no WorkloadCluster()).
+	NotDeclared Reach = "NotDeclared"
+	// Gone: the tenant is orphaned (Deletion.Orphaned) and its end-user cluster may no
+	// longer exist; the runtime orders no access to it. The client on ctx is nil.
+	Gone Reach = "Gone"
+)
+
+// Deletion tells Delete which deletion it serves and what it can reach, so that a
+// provider branches on a reason instead of guessing from nil clients.
+type Deletion struct {
+	// Orphaned is true when the Service object is already gone (its finalizer removed
+	// by hand, its kcp workspace force-removed) and the orphan sweep calls Delete with
+	// the object as the runtime last handed it to CreateOrUpdate.
+	Orphaned bool
+	// EndUser is whether MCPFromCtx is set, and why not.
+	EndUser Reach
+	// Workload is whether WorkloadFromCtx is set, and why not.
+	Workload Reach
+}
+
+// DeletionFromCtx is the deletion Delete serves. In CreateOrUpdate, or outside a
+// runtime call (a provider's unit test), it is the zero Deletion, whose clusters are
+// not Reachable.
+func DeletionFromCtx(ctx context.Context) Deletion {
+	if t := TenantFromCtx(ctx); t != nil && t.Deletion != nil {
+		return *t.Deletion
+	}
+	return Deletion{}
 }
 
 type tenantKey struct{}

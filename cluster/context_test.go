@@ -43,3 +43,15 @@ func TestEndpointAndConfig(t *testing.T) {
 		t.Errorf("a config outside a runtime call")
 	}
 }
+
+// TestDeletionOutsideDelete: a provider's Delete called by its own unit test, without
+// the runtime, is told that nothing is reachable rather than crashing on a nil.
+func TestDeletionOutsideDelete(t *testing.T) {
+	if d := cluster.DeletionFromCtx(context.Background()); d.Orphaned || d.Workload == cluster.Reachable || d.EndUser == cluster.Reachable {
+		t.Errorf("deletion outside a runtime call %+v, want the zero Deletion", d)
+	}
+	ctx := cluster.WithTenant(context.Background(), &cluster.Tenant{Deletion: &cluster.Deletion{EndUser: cluster.Reachable, Workload: cluster.NotGranted}})
+	if d := cluster.DeletionFromCtx(ctx); d.EndUser != cluster.Reachable || d.Workload != cluster.NotGranted {
+		t.Errorf("deletion %+v", d)
+	}
+}

@@ -37,7 +37,9 @@ type Reconciler[T Object] interface {
 	// sweep. In that call cluster.MCPFromCtx is nil (the end-user cluster may be gone,
 	// and no access is ordered for a tenant without object); cluster.WorkloadFromCtx is
 	// there while the platform still grants it. So Delete must cope with a nil end-user
-	// cluster, and with a nil workload cluster (never granted, or already revoked).
+	// cluster, and with a nil workload cluster (never granted, or already revoked):
+	// cluster.DeletionFromCtx says which, per cluster (Reachable, NotGranted,
+	// NotDeclared, Gone), and whether the call is the orphan sweep's.
 	Delete(ctx context.Context, obj T) (Result, error)
 }
 

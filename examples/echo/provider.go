@@ -110,10 +110,12 @@ func (Provider) CreateOrUpdate(ctx context.Context, e *v1alpha1.Echo) (provider.
 // CreateOrUpdate). It reports InProgress until both objects are gone, so the runtime
 // revokes the worker's access only once nothing can use it any more.
 func (Provider) Delete(ctx context.Context, e *v1alpha1.Echo) (provider.Result, error) {
-	wl := cluster.WorkloadFromCtx(ctx)
-	if wl == nil {
-		return provider.Done(), nil // the workload cluster was never granted: nothing was installed
+	// Everything echo installs is on the workload cluster; without access to it (never
+	// granted, or released already) there is nothing it can remove.
+	if cluster.DeletionFromCtx(ctx).Workload != cluster.Reachable {
+		return provider.Done(), nil
 	}
+	wl := cluster.WorkloadFromCtx(ctx)
 	ns := cluster.IdentityFromCtx(ctx).TenantNamespace()
 	objs := []client.Object{
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: WorkerName}},

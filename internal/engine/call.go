@@ -67,3 +67,15 @@ func (e *Engine[T]) newTenant(id cluster.Identity, pc provider.ProviderConfig) *
 	return &cluster.Tenant{Mode: e.opts.Tenancy.Mode(), Identity: id, ProviderConfig: pc,
 		Platform: e.opts.PlatformReader, ProviderNamespace: e.opts.ProviderNamespace}
 }
+
+// reachOf is what Delete is told about one cluster.
+func reachOf(granted, declared bool) cluster.Reach {
+	switch {
+	case !declared:
+		return cluster.NotDeclared
+	case granted:
+		return cluster.Reachable
+	default:
+		return cluster.NotGranted
+	}
+}

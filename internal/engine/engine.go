@@ -233,6 +233,7 @@ func (e *Engine[T]) delete(ctx context.Context, t Target[T], pc provider.Provide
 		}
 		tenant.Workload = wl
 	}
+	tenant.Deletion = &cluster.Deletion{EndUser: reachOf(tenant.MCP != nil, true), Workload: reachOf(tenant.Workload != nil, e.opts.Workload != nil)}
 	res, err := e.callProvider(ctx, "Delete", func() (provider.Result, error) {
 		return e.opts.Reconciler.Delete(cluster.WithTenant(ctx, tenant), obj)
 	})

@@ -172,6 +172,7 @@ func (e *Engine[T]) DeleteOrphan(ctx context.Context, ars []*clustersv1alpha1.Ac
 	}
 	now := metav1.NewTime(time.Now())
 	obj.SetDeletionTimestamp(&now)
+	tenant.Deletion = &cluster.Deletion{Orphaned: true, EndUser: cluster.Gone, Workload: reachOf(tenant.Workload != nil, e.opts.Workload != nil)}
 	res, err := e.callProvider(ctx, "Delete", func() (provider.Result, error) {
 		return e.opts.Reconciler.Delete(cluster.WithTenant(ctx, tenant), obj)
 	})

@@ -100,6 +100,9 @@ func TestDeleteOrphan(t *testing.T) {
 	if tn == nil || tn.Identity != cluster.KCPIdentity("ws") || tn.Mode != cluster.ModeKCP || tn.MCP != nil {
 		t.Fatalf("Delete's tenant %+v", tn)
 	}
+	if d := tn.Deletion; d == nil || !d.Orphaned || d.EndUser != cluster.Gone || d.Workload != cluster.NotGranted {
+		t.Errorf("Delete's deletion %+v, want orphaned, end-user cluster gone, workload not granted", d)
+	}
 	if got, ok := tn.ProviderConfig.(*widget.WidgetConfig); !ok || got.Spec.Greeting != "hello" {
 		t.Errorf("Delete's ProviderConfig %+v", tn.ProviderConfig)
 	}

@@ -94,10 +94,10 @@ func (Provider) CreateOrUpdate(ctx context.Context, w *Widget) (provider.Result,
 // clusters of the tests run no namespace controller, so a deleted namespace would stay
 // Terminating and block the tenant's next widget.
 func (Provider) Delete(ctx context.Context, w *Widget) (provider.Result, error) {
-	wl, ns := cluster.WorkloadFromCtx(ctx), cluster.IdentityFromCtx(ctx).TenantNamespace()
-	if wl == nil {
-		return provider.Done(), nil // never granted: nothing was installed
+	if cluster.DeletionFromCtx(ctx).Workload != cluster.Reachable {
+		return provider.Done(), nil // no workload access held: nothing to remove with it
 	}
+	wl, ns := cluster.WorkloadFromCtx(ctx), cluster.IdentityFromCtx(ctx).TenantNamespace()
 	for _, o := range []client.Object{
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "widget", Namespace: ns}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "widget-kubeconfig", Namespace: ns}},

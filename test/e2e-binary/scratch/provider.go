@@ -54,10 +54,10 @@ func (Provider) CreateOrUpdate(ctx context.Context, n *v1alpha1.Note) (provider.
 
 // Delete removes the ConfigMap and reports done once it is gone.
 func (Provider) Delete(ctx context.Context, _ *v1alpha1.Note) (provider.Result, error) {
-	wl := cluster.WorkloadFromCtx(ctx)
-	if wl == nil {
-		return provider.Done(), nil // no workload cluster was ever granted
+	if cluster.DeletionFromCtx(ctx).Workload != cluster.Reachable {
+		return provider.Done(), nil // no workload access held: nothing to remove with it
 	}
+	wl := cluster.WorkloadFromCtx(ctx)
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.IdentityFromCtx(ctx).TenantNamespace(), Name: ConfigMapName}}
 	if err := wl.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
 		return provider.Result{}, fmt.Errorf("deleting ConfigMap %s/%s on the workload cluster: %w", cm.Namespace, cm.Name, err)
