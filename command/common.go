@@ -25,6 +25,7 @@ const (
 
 // commonOptions are the flags every operator-started command takes.
 type commonOptions struct {
+	provider             Provider
 	environment          string
 	providerName         string
 	verbosity            string
@@ -71,6 +72,20 @@ func (o *commonOptions) logger(command string) (logr.Logger, error) {
 		"podIP", os.Getenv(openmcpconst.EnvVariablePodIP),
 		"serviceAccount", os.Getenv(openmcpconst.EnvVariablePodServiceAccountName))
 	return l, nil
+}
+
+// start is what init and run do first: describe the provider from its CRDs, build the
+// command's logger, and check the common flags.
+func (o *commonOptions) start(command string) (*described, logr.Logger, error) {
+	d, err := o.provider.describe()
+	if err != nil {
+		return nil, logr.Logger{}, err
+	}
+	log, err := o.logger(command)
+	if err != nil {
+		return nil, logr.Logger{}, err
+	}
+	return d, log, o.validate()
 }
 
 func (o *commonOptions) validate() error {

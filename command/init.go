@@ -28,13 +28,12 @@ const initOnboardingName = "onboarding-init"
 
 type initOptions struct {
 	commonOptions
-	provider Provider
-	timeout  time.Duration
+	timeout time.Duration
 }
 
 // InitCommand installs the provider's CRDs and registers its Service API.
 func InitCommand(p Provider) *Command {
-	o := &initOptions{provider: p}
+	o := &initOptions{commonOptions: commonOptions{provider: p}}
 	return &Command{
 		Name:  "init",
 		Short: "install the CRDs and register the Service API at the ServiceProvider",
@@ -65,15 +64,8 @@ func platformScheme() (*runtime.Scheme, error) {
 }
 
 func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
-	d, err := o.provider.describe()
+	d, log, err := o.start("init")
 	if err != nil {
-		return err
-	}
-	log, err := o.logger("init")
-	if err != nil {
-		return err
-	}
-	if err := o.validate(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)

@@ -32,12 +32,11 @@ type runOptions struct {
 	clientBurst             int
 	accessTimeout           time.Duration
 	mode                    string
-	provider                Provider
 }
 
 // RunCommand runs the provider until it is stopped.
 func RunCommand(p Provider) *Command {
-	o := &runOptions{provider: p}
+	o := &runOptions{commonOptions: commonOptions{provider: p}}
 	return &Command{
 		Name:  "run",
 		Short: "run the provider in standard mode and, while spec.kcp is set, kcp mode",
@@ -69,15 +68,8 @@ process. Each mode has its own manager and leader election lease in --namespace.
 }
 
 func (o *runOptions) run(ctx context.Context, _ io.Writer) error {
-	d, err := o.provider.describe()
+	d, log, err := o.start("run")
 	if err != nil {
-		return err
-	}
-	log, err := o.logger("run")
-	if err != nil {
-		return err
-	}
-	if err := o.validate(); err != nil {
 		return err
 	}
 	if o.metricsSecure {
