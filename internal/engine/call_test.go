@@ -8,16 +8,13 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
-	"github.com/openmcp-project/kcp-serviceprovider/internal/providerconfig"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
@@ -44,27 +41,12 @@ func (p *misbehavingProvider) Delete(ctx context.Context, w *widget.Widget) (pro
 // status write; the panic is recovered (the test would crash otherwise) and counted,
 // and only the terminal error is not requeued.
 func TestProviderPanicAndTerminalError(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := widget.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	pc := &widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: "widget"}, Spec: widget.WidgetConfigSpec{Greeting: "hello"}}
-	platform := fake.NewClientBuilder().WithScheme(scheme).WithObjects(pc).Build()
 	obj := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "default", UID: "u1", Finalizers: []string{testFinalizer}}}
-	server := fake.NewClientBuilder().WithScheme(scheme).WithObjects(obj).WithStatusSubresource(&widget.Widget{}).Build()
+	server := fake.NewClientBuilder().WithScheme(widgetScheme(t)).WithObjects(obj).WithStatusSubresource(&widget.Widget{}).Build()
 	p := &misbehavingProvider{}
-	clusters := newClusterSet(func() ctrlclient.ObjectList { return &widget.WidgetList{} }, nil)
-	clusters.clusters["ws"] = &staleCluster{cache: server, server: server}
-	tenancy := &recordingTenancy{}
-	e := New(Options[*widget.Widget]{
-		NewObject:      func() *widget.Widget { return &widget.Widget{} },
-		Finalizer:      testFinalizer,
-		ProviderConfig: &providerconfig.Loader{Reader: platform, Name: "widget", New: func() provider.ProviderConfig { return &widget.WidgetConfig{} }},
-		Reconciler:     p,
-		Tenancy:        tenancy,
-		Workload:       &recordingWorkload{},
-		Provider:       "panics",
-	}, clusters)
+	opts := testOptions(t, p)
+	opts.Provider = "panics"
+	e := New(opts, widgetClusters(server))
 	req := mcreconcile.Request{ClusterName: "ws", Request: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "w"}}}
 	ready := func() *metav1.Condition {
 		t.Helper()
@@ -76,7 +58,7 @@ func TestProviderPanicAndTerminalError(t *testing.T) {
 	}
 	panics := func() float64 {
 		m := &dto.Metric{}
-		if err := metrics.ProviderPanicsTotal.WithLabelValues("panics", string(tenancy.Mode()), "CreateOrUpdate").Write(m); err != nil {
+		if err := metrics.ProviderPanicsTotal.WithLabelValues("panics", string(opts.Tenancy.Mode()), "CreateOrUpdate").Write(m); err != nil {
 			t.Fatal(err)
 		}
 		return m.GetCounter().GetValue()

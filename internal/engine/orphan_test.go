@@ -6,13 +6,9 @@ import (
 
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
-	"github.com/openmcp-project/kcp-serviceprovider/internal/providerconfig"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
@@ -56,21 +52,8 @@ func TestRecordIsStableAcrossStatusChanges(t *testing.T) {
 // the tenant's identity, mode and ProviderConfig and no end-user access; a Delete in
 // progress is not done; a record on another tenant's request is not used.
 func TestDeleteOrphan(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := widget.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	pc := &widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: "widget"}, Spec: widget.WidgetConfigSpec{Greeting: "hello"}}
-	platform := fake.NewClientBuilder().WithScheme(scheme).WithObjects(pc).Build()
 	prov := &orphanProvider{}
-	e := New(Options[*widget.Widget]{
-		NewObject:      func() *widget.Widget { return &widget.Widget{} },
-		Finalizer:      testFinalizer,
-		ProviderConfig: &providerconfig.Loader{Reader: platform, Name: "widget", New: func() provider.ProviderConfig { return &widget.WidgetConfig{} }},
-		Reconciler:     prov,
-		Tenancy:        &recordingTenancy{},
-		Workload:       &recordingWorkload{},
-	}, newClusterSet(func() ctrlclient.ObjectList { return &widget.WidgetList{} }, nil))
+	e := New(testOptions(t, prov), widgetClusters(nil))
 
 	rec, err := recordOf("ws", &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "main", UID: "u1"}, Spec: widget.WidgetSpec{Color: "teal"}})
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
-	"github.com/openmcp-project/kcp-serviceprovider/internal/providerconfig"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
@@ -84,18 +82,13 @@ func (p *recordingProvider) Delete(context.Context, *widget.Widget) (provider.Re
 // finished, but which the cache still shows with our finalizer, must not release the
 // tenant's accesses again: by then they may belong to the workspace's next object.
 func TestStaleDeletionReleasesNothing(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := widget.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := widgetScheme(t)
 	deleting := func(uid types.UID) *widget.Widget {
 		return &widget.Widget{ObjectMeta: metav1.ObjectMeta{
 			Name: "w", Namespace: "default", UID: uid, Finalizers: []string{testFinalizer},
 			DeletionTimestamp: &metav1.Time{Time: time.Now()},
 		}}
 	}
-	pc := &widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: "widget"}, Spec: widget.WidgetConfigSpec{Greeting: "hello"}}
-	platform := fake.NewClientBuilder().WithScheme(scheme).WithObjects(pc).Build()
 
 	cases := []struct {
 		name        string
@@ -117,16 +110,10 @@ func TestStaleDeletionReleasesNothing(t *testing.T) {
 			clusters := newClusterSet(func() ctrlclient.ObjectList { return &widget.WidgetList{} }, nil)
 			clusters.clusters["ws"] = cl
 			ten, wl, prov := &recordingTenancy{}, &recordingWorkload{}, &recordingProvider{}
-			e := New(Options[*widget.Widget]{
-				NewObject:      func() *widget.Widget { return &widget.Widget{} },
-				Finalizer:      testFinalizer,
-				ProviderConfig: &providerconfig.Loader{Reader: platform, Name: "widget", New: func() provider.ProviderConfig { return &widget.WidgetConfig{} }},
-				Reconciler:     prov,
-				Tenancy:        ten,
-				Workload:       wl,
-				Provider:       "widget",
-				LiveReader:     func(c ctrlcluster.Cluster) (ctrlclient.Reader, error) { return c.GetAPIReader(), nil },
-			}, clusters)
+			opts := testOptions(t, prov)
+			opts.Tenancy, opts.Workload = ten, wl
+			opts.LiveReader = func(c ctrlcluster.Cluster) (ctrlclient.Reader, error) { return c.GetAPIReader(), nil }
+			e := New(opts, clusters)
 			req := mcreconcile.Request{ClusterName: "ws", Request: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "w"}}}
 			if _, err := e.Reconcile(context.Background(), req); err != nil {
 				t.Fatalf("reconcile: %v", err)

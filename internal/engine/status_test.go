@@ -7,7 +7,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -16,7 +15,6 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
-	"github.com/openmcp-project/kcp-serviceprovider/internal/providerconfig"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
@@ -25,12 +23,7 @@ import (
 // cache which has not seen the engine's own status write yet does not write the same
 // status again; a status someone else changed meanwhile is written again.
 func TestStatusNotWrittenTwiceFromALaggingCache(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := widget.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	pc := &widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: "widget"}, Spec: widget.WidgetConfigSpec{Greeting: "hello"}}
-	platform := fake.NewClientBuilder().WithScheme(scheme).WithObjects(pc).Build()
+	scheme := widgetScheme(t)
 	obj := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "default", UID: "u1", Finalizers: []string{testFinalizer}}}
 
 	// The cache answers with lagging (when set) instead of the server's object.
@@ -51,17 +44,7 @@ func TestStatusNotWrittenTwiceFromALaggingCache(t *testing.T) {
 			},
 		}).Build()
 	p := &switchProvider{}
-	clusters := newClusterSet(func() ctrlclient.ObjectList { return &widget.WidgetList{} }, nil)
-	clusters.clusters["ws"] = &staleCluster{cache: server, server: server}
-	e := New(Options[*widget.Widget]{
-		NewObject:      func() *widget.Widget { return &widget.Widget{} },
-		Finalizer:      testFinalizer,
-		ProviderConfig: &providerconfig.Loader{Reader: platform, Name: "widget", New: func() provider.ProviderConfig { return &widget.WidgetConfig{} }},
-		Reconciler:     p,
-		Tenancy:        &recordingTenancy{},
-		Workload:       &recordingWorkload{},
-		Provider:       "widget",
-	}, clusters)
+	e := New(testOptions(t, p), widgetClusters(server))
 	req := mcreconcile.Request{ClusterName: "ws", Request: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "w"}}}
 	reconcileOnce := func() {
 		t.Helper()
