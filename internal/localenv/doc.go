@@ -3,10 +3,10 @@
 // kube-apiserver through controller-runtime's envtest), helper processes such as the
 // provider binary, and TCP proxies. On top of them it assembles one local openMCP
 // platform ([Env.StartPlatform]): API servers standing in for the platform,
-// onboarding, workload and MCP clusters, the local platform granting access to them,
-// ControlPlanes, and a kcp provider workspace with the runtime's identity. With
-// PlatformOptions.Operator the real openmcp-operator ([Env.StartOperator]) schedules
-// and routes the requests and the local platform only plays the cluster provider.
+// onboarding, workload and MCP clusters, the real openmcp-operator ([Env.StartOperator])
+// scheduling ClusterRequests and routing AccessRequests, the local platform playing
+// the cluster provider that grants access to the API servers, ControlPlanes, and a kcp
+// provider workspace with the runtime's identity.
 //
 // `kcp-serviceprovider local`, the benchmark and (through test/harness, which adds
 // t.Cleanup and t.Fatal) every integration and end-to-end test use it. Like envtest's

@@ -53,7 +53,7 @@ func TestRealOperator(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	p, err := env.StartPlatform(ctx, PlatformOptions{
-		Clusters: []string{PurposeWorkload, PurposeMCP}, Operator: true,
+		Clusters:      []string{PurposeWorkload, PurposeMCP},
 		LocalPlatform: localplatform.Options{Logger: testr.New(t)},
 		ControlPlanes: []types.NamespacedName{{Namespace: "default", Name: "demo"}},
 	})

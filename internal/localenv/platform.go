@@ -47,12 +47,14 @@ type PlatformOptions struct {
 	KCP bool
 	// Provider, with KCP, prepares the provider workspace.
 	Provider *ProviderWorkspace
-	// Operator runs the real openmcp-operator's scheduler and access-request
-	// controller against the platform cluster (see StartOperator); the local platform
-	// then plays only the cluster provider (localplatform.Options.ClusterProviderOnly),
-	// with the MCP target exclusive as on openMCP. The assets folder must hold the
-	// operator's binary.
-	Operator bool
+	// StandInScheduler has the local platform play the openmcp-operator's scheduler
+	// and access-request controller too, instead of running the real operator. Only
+	// the benchmark uses it, as the baseline the real operator's timings are compared
+	// with; by default the real openmcp-operator (see StartOperator) runs against the
+	// platform cluster, and the local platform plays only the cluster provider
+	// (localplatform.Options.ClusterProviderOnly), with the MCP target exclusive as on
+	// openMCP. The assets folder must hold the operator's binary.
+	StandInScheduler bool
 }
 
 // ProviderWorkspace is what a platform team prepares in kcp for a provider's runtime:
@@ -81,7 +83,7 @@ type Platform struct {
 	KCP *KCP
 	// Local grants ClusterRequests and AccessRequests on the platform cluster.
 	Local *localplatform.Platform
-	// Operator is the real openmcp-operator, with PlatformOptions.Operator.
+	// Operator is the real openmcp-operator; nil with PlatformOptions.StandInScheduler.
 	Operator *Operator
 	// ProviderCluster is the logical cluster of the provider workspace.
 	ProviderCluster logicalcluster.Name
@@ -181,7 +183,8 @@ func (e *Env) startLocalPlatform(ctx context.Context, p *Platform, opts Platform
 		return cfg
 	}
 	lpOpts := opts.LocalPlatform
-	lpOpts.ClusterProviderOnly = lpOpts.ClusterProviderOnly || opts.Operator
+	operator := !opts.StandInScheduler
+	lpOpts.ClusterProviderOnly = lpOpts.ClusterProviderOnly || operator
 	lp, err := localplatform.New(limit(p.Platform.Config), lpOpts)
 	if err != nil {
 		return fmt.Errorf("local platform: %w", err)
@@ -207,7 +210,7 @@ func (e *Env) startLocalPlatform(ctx context.Context, p *Platform, opts Platform
 			}
 		}
 		tenancy := clustersv1alpha1.TENANCY_SHARED
-		if opts.Operator && purpose == PurposeMCP {
+		if operator && purpose == PurposeMCP {
 			tenancy = clustersv1alpha1.TENANCY_EXCLUSIVE
 		}
 		if err := lp.AddCluster(localplatform.TargetCluster{Name: purpose, Purposes: []string{purpose}, Tenancy: tenancy, Config: limit(cfg)}); err != nil {
@@ -217,7 +220,7 @@ func (e *Env) startLocalPlatform(ctx context.Context, p *Platform, opts Platform
 			Purpose: purpose, Profile: lp.ClusterProfileName(purpose), Tenancy: tenancy, Namespace: lp.Options().Namespace,
 		})
 	}
-	if opts.Operator {
+	if operator {
 		// Before the operator starts: it routes AccessRequests by their Cluster's
 		// ClusterProfile and backs off when the profile is missing.
 		if err := lp.EnsureClusterProfiles(ctx); err != nil {
@@ -242,7 +245,7 @@ func (e *Env) startLocalPlatform(ctx context.Context, p *Platform, opts Platform
 	}()
 	e.onStop("local platform", func() error { cancel(); <-done; return nil })
 	p.Local = lp
-	if opts.Operator {
+	if operator {
 		// The real scheduler grants these.
 		return registerControlPlanes(ctx, lp, opts.ControlPlanes)
 	}

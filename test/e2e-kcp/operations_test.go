@@ -22,11 +22,12 @@ import (
 	"time"
 
 	"github.com/kcp-dev/logicalcluster/v3"
-	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -38,7 +39,6 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
-	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
@@ -53,40 +53,26 @@ func TestOperations(t *testing.T) {
 	ctx := t.Context()
 	captureLogs(t) // the in-process local platform's log
 
-	k := harness.StartKCP(t, harness.WithFeatureGates("GlobalServiceAccount=true"))
 	widgetCRD, configCRD, err := widget.CRDs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	platform := harness.StartAPIServer(t, harness.PurposePlatform, harness.WithCRDs(configCRD))
-	onboardingSrv := harness.StartAPIServer(t, harness.PurposeOnboarding, harness.WithCRDs(widgetCRD))
-	workloadSrv := harness.StartAPIServer(t, harness.PurposeWorkload)
-	mcpSrv := harness.StartAPIServer(t, harness.PurposeMCP)
+	const tenantsNS = "tenants"
+	// The real openmcp-operator schedules and routes; the local platform grants.
+	p := harness.StartPlatform(ctx, t, localenv.PlatformOptions{
+		Clusters:      []string{harness.PurposeOnboarding, harness.PurposeWorkload, harness.PurposeMCP},
+		CRDs:          map[string][]*apiextensionsv1.CustomResourceDefinition{harness.PurposePlatform: {configCRD}, harness.PurposeOnboarding: {widgetCRD}},
+		ControlPlanes: []types.NamespacedName{{Namespace: tenantsNS, Name: "alpha"}},
+		KCP:           true,
+	})
+	k, platform, onboardingSrv := p.KCP, p.Platform, p.Onboarding
 	scheme := spScheme(t)
 	pf := harness.NewClient(t, platform.Config, scheme)
 	ob := harness.NewClient(t, onboardingSrv.Config, scheme)
-	wl := harness.NewClient(t, workloadSrv.Config, scheme)
-
-	lp, err := localplatform.New(platform.Config, localplatform.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []localplatform.TargetCluster{
-		{Name: "workload", Purposes: []string{clustersv1alpha1.PURPOSE_WORKLOAD}, Config: workloadSrv.Config},
-		{Name: "mcp", Purposes: []string{clustersv1alpha1.PURPOSE_MCP}, Config: mcpSrv.Config},
-	} {
-		if err := lp.AddCluster(tc); err != nil {
-			t.Fatal(err)
-		}
-	}
-	const tenantsNS = "tenants"
+	wl := harness.NewClient(t, p.Workload.Config, scheme)
 	if err := ob.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantsNS}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := lp.RegisterControlPlane(ctx, "alpha", tenantsNS, "mcp"); err != nil {
-		t.Fatal(err)
-	}
-	harness.Background(ctx, t, "local platform", lp.Start)
 
 	k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "provider")
 	harness.ApplyYAML(ctx, t, k.ClientFor(t, logicalcluster.NewPath(providerWS)), "../../config/kcp/runtime-rbac.yaml")
