@@ -66,6 +66,10 @@ type Options struct {
 	// time; the wait then doubles up to a minute (grants also arrive through watches).
 	// Default 10s.
 	RetryInterval time.Duration
+	// GrantTimeout is how long a ClusterRequest or AccessRequest may stay pending
+	// before the tenant's object says it is not granted (WorkloadClusterNotGranted,
+	// AccessNotGranted) and the platform is asked again. Default 15 minutes.
+	GrantTimeout time.Duration
 	// MaxConcurrentReconciles per mode. Default 8.
 	MaxConcurrentReconciles int
 	// ClientQPS and ClientBurst of every client the runtime creates. Defaults 50/100:
@@ -277,7 +281,7 @@ func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcm
 	platform := mgr.GetLocalManager().GetClient()
 	tenancy := onboarding.NewTenancy[T](platform, onboarding.Options{
 		ProviderName: r.decl.name, Permissions: r.decl.mcpPerms, Scheme: r.decl.scheme,
-		RetryInterval: opts.RetryInterval, Tune: opts.tune,
+		RetryInterval: opts.RetryInterval, GrantTimeout: opts.GrantTimeout, Tune: opts.tune,
 	})
 	e, err := engine.Register(mgr, r.engineOptions(mgr, tenancy, onboarding.Labels, opts), engine.Setup{
 		Name: r.decl.name + "-standard",
@@ -321,7 +325,7 @@ func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, tenancy engine.Tenancy
 	if r.decl.workload {
 		eopts.Workload = workload.NewOrderer(platform, workload.Options{
 			ControllerName: r.decl.name, Permissions: r.decl.workloadPerms, Scheme: r.decl.scheme,
-			Labels: labels, RetryInterval: opts.RetryInterval, Tune: opts.tune,
+			Labels: labels, RetryInterval: opts.RetryInterval, GrantTimeout: opts.GrantTimeout, Tune: opts.tune,
 		})
 	}
 	return eopts

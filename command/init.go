@@ -45,7 +45,9 @@ Service API's group/version/kind to status.resources of the ServiceProvider name
 with the ControlPlane. The kcp side needs no init: run provisions the APIExport itself.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			o.addFlags(fs, p.Name)
-			fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long to wait for the onboarding access and for the CRDs to be served")
+			// The init Job fails after this and is retried (backoffLimit 4): the wait must
+			// fit a real platform's grant, which takes minutes.
+			fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long to wait for the onboarding access and for the CRDs to be served")
 			return o.run
 		},
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
 )
 
 // runOnboardingName is the local name of run's onboarding access request.
@@ -31,6 +32,7 @@ type runOptions struct {
 	clientQPS               float64
 	clientBurst             int
 	accessTimeout           time.Duration
+	grantTimeout            time.Duration
 	mode                    string
 }
 
@@ -61,7 +63,10 @@ process. Each mode has its own manager and leader election lease in --namespace.
 			fs.StringVar(&o.mode, "mode", os.Getenv(builder.DeploymentModeEnv), "deployment mode: "+builder.DeploymentModeStandard+
 				" (a ServiceProvider: onboarding cluster and kcp workspaces) or "+builder.DeploymentModePlatformService+
 				" (a PlatformService: the platform cluster itself is the one tenant); default from $"+builder.DeploymentModeEnv)
-			fs.DurationVar(&o.accessTimeout, "onboarding-access-timeout", 5*time.Minute, "how long to wait for the platform to grant onboarding access at start-up")
+			fs.DurationVar(&o.grantTimeout, "grant-timeout", access.DefaultGrantTimeout, "how long a tenant's ClusterRequest or AccessRequest may stay pending before its object says it is not granted and the platform is asked again")
+			// A Deployment that fails sooner than the platform grants (minutes on a real
+			// platform) only restarts into the same wait.
+			fs.DurationVar(&o.accessTimeout, "onboarding-access-timeout", 30*time.Minute, "how long to wait for the platform to grant onboarding access at start-up")
 			return o.run
 		},
 	}
@@ -127,6 +132,7 @@ func (o *runOptions) run(ctx context.Context, _ io.Writer) error {
 		MetricsBindAddress:      o.metricsBindAddress,
 		HealthProbeBindAddress:  o.healthProbeBindAddress,
 		RetryInterval:           o.retryInterval,
+		GrantTimeout:            o.grantTimeout,
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		ClientQPS:               float32(o.clientQPS),
 		ClientBurst:             o.clientBurst,

@@ -46,6 +46,8 @@ type Options struct {
 	Scheme *runtime.Scheme
 	// RetryInterval while waiting for a grant.
 	RetryInterval time.Duration
+	// GrantTimeout: see access.Options.
+	GrantTimeout time.Duration
 	// Tune adjusts the MCP client's REST config.
 	Tune func(*rest.Config)
 }
@@ -116,14 +118,16 @@ func NewTenancy[T provider.Object](platform client.Client, opts Options) *Tenanc
 	}
 	return &Tenancy[T]{platform: platform, retry: retry, missing: map[types.NamespacedName]int{},
 		mcp: access.New(platform, access.Options{
-			ControllerName: opts.ProviderName,
-			Registration:   reg,
-			Labels:         Labels,
-			RetryInterval:  opts.RetryInterval,
-			Scheme:         opts.Scheme,
-			DeniedReason:   v1alpha1.ReasonAccessDenied,
-			WaitingReason:  v1alpha1.ReasonWaitingForAccess,
-			Tune:           opts.Tune,
+			ControllerName:   opts.ProviderName,
+			Registration:     reg,
+			Labels:           Labels,
+			RetryInterval:    opts.RetryInterval,
+			Scheme:           opts.Scheme,
+			DeniedReason:     v1alpha1.ReasonAccessDenied,
+			WaitingReason:    v1alpha1.ReasonWaitingForAccess,
+			NotGrantedReason: v1alpha1.ReasonAccessNotGranted,
+			GrantTimeout:     opts.GrantTimeout,
+			Tune:             opts.Tune,
 		})}
 }
 

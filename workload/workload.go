@@ -38,6 +38,8 @@ type Options struct {
 	Labels func(reconcile.Request) map[string]string
 	// RetryInterval while waiting for a grant.
 	RetryInterval time.Duration
+	// GrantTimeout: see access.Options.
+	GrantTimeout time.Duration
 	// Tune adjusts the workload client's REST config.
 	Tune func(*rest.Config)
 }
@@ -51,13 +53,15 @@ func NewOrderer(platform client.Client, opts Options) *access.Requester {
 		WithScheme(opts.Scheme).
 		Build()
 	return access.New(platform, access.Options{
-		ControllerName: opts.ControllerName,
-		Registration:   reg,
-		Labels:         opts.Labels,
-		RetryInterval:  opts.RetryInterval,
-		Scheme:         opts.Scheme,
-		DeniedReason:   v1alpha1.ReasonWorkloadDenied,
-		WaitingReason:  v1alpha1.ReasonWaitingForWorkload,
-		Tune:           opts.Tune,
+		ControllerName:   opts.ControllerName,
+		Registration:     reg,
+		Labels:           opts.Labels,
+		RetryInterval:    opts.RetryInterval,
+		Scheme:           opts.Scheme,
+		DeniedReason:     v1alpha1.ReasonWorkloadDenied,
+		WaitingReason:    v1alpha1.ReasonWaitingForWorkload,
+		NotGrantedReason: v1alpha1.ReasonWorkloadNotGranted,
+		GrantTimeout:     opts.GrantTimeout,
+		Tune:             opts.Tune,
 	})
 }

@@ -59,7 +59,13 @@ const (
 	ReasonAccessDenied          = "AccessDenied"
 	ReasonWaitingForWorkload    = "WaitingForWorkloadCluster"
 	ReasonWorkloadDenied        = "WorkloadClusterDenied"
-	ReasonProviderError         = "ProviderError"
+	// ReasonAccessNotGranted and ReasonWorkloadNotGranted: the platform has left the
+	// request pending for longer than a grant takes (openMCP's controllers write no
+	// Denied phase: a request they cannot serve stays Pending). The message quotes what
+	// the platform says; the runtime keeps waiting and asks the platform again.
+	ReasonAccessNotGranted   = "AccessNotGranted"
+	ReasonWorkloadNotGranted = "WorkloadClusterNotGranted"
+	ReasonProviderError      = "ProviderError"
 	// ReasonProviderRejected: the provider returned a terminal error (provider.Terminal):
 	// bad input that retrying cannot fix; the runtime waits for the object or the
 	// ProviderConfig to change.

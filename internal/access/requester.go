@@ -10,6 +10,7 @@ import (
 
 	"github.com/openmcp-project/controller-utils/pkg/logging"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
 	"github.com/openmcp-project/openmcp-operator/lib/clusteraccess/advanced"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -48,12 +49,26 @@ type Options struct {
 	WaitingReason string
 	// ClientOptions tune the clients handed out (QPS, burst).
 	Tune func(*rest.Config)
+	// NotGrantedReason is the Ready reason when a request stays pending for longer
+	// than GrantTimeout.
+	NotGrantedReason string
+	// GrantTimeout is how long a request may stay pending before the tenant is told
+	// it is not granted and the platform is asked again (the openMCP operation
+	// annotation "reconcile" on the pending request, which also lifts the responsible
+	// controller's backoff), once per GrantTimeout. openMCP's controllers write no
+	// Denied phase: a request they cannot serve stays Pending, so without this a
+	// tenant would read "waiting" for ever. Real grants take minutes (a new cluster
+	// is provisioned, a shared one is scheduled at once). Default 15 minutes.
+	GrantTimeout time.Duration
 	// DeniedRetry is how long a denied request stands before it is withdrawn and
 	// ordered again, doubling with each denial in a row up to an hour. A platform's
 	// denial is final for that request, but its reason (quota, policy, capacity) often
 	// is not. Default 10 × RetryInterval.
 	DeniedRetry time.Duration
 }
+
+// DefaultGrantTimeout is Options.GrantTimeout's default.
+const DefaultGrantTimeout = 15 * time.Minute
 
 // maxDeniedRetry caps the backoff between orders of a request that keeps being denied.
 const maxDeniedRetry = time.Hour
@@ -104,6 +119,9 @@ type tenantState struct {
 	// withdrawing is set while the denied requests are being removed; Ensure orders
 	// them again once they are gone.
 	withdrawing bool
+	// askedAt is when this process last asked the platform again about a request
+	// pending past GrantTimeout.
+	askedAt time.Time
 }
 
 type cachedAccess struct {
@@ -115,6 +133,12 @@ type cachedAccess struct {
 func New(platform client.Client, opts Options) *Requester {
 	if opts.RetryInterval == 0 {
 		opts.RetryInterval = 10 * time.Second
+	}
+	if opts.GrantTimeout == 0 {
+		opts.GrantTimeout = DefaultGrantTimeout
+	}
+	if opts.NotGrantedReason == "" {
+		opts.NotGrantedReason = opts.WaitingReason
 	}
 	if opts.DeniedRetry == 0 {
 		opts.DeniedRetry = 10 * opts.RetryInterval
@@ -207,15 +231,91 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 		// wrong with a request (an invalid reference, a configuration problem) is
 		// different: the tenant reads it on the object.
 		msg := fmt.Sprintf("waiting for the platform to grant access to the %s cluster (requests in platform namespace %s)", id, key.Identity.TenantNamespace())
-		if says := platformProblem(cr, ar); says != "" {
+		says := platformProblem(cr, ar)
+		retry := r.waitingRetry(key)
+		if pending := pendingRequest(cr, ar); pending != nil {
+			left := r.opts.GrantTimeout - time.Since(pending.GetCreationTimestamp().Time)
+			if left <= 0 {
+				return nil, r.notGranted(ctx, key, pending, says)
+			}
+			// Look again when the timeout ends, not a backoff later.
+			retry = min(retry, left)
+		}
+		if says != "" {
 			msg += "; the platform says: " + says
 		}
-		return nil, &WaitingError{Reason: r.opts.WaitingReason, RequeueAfter: r.waitingRetry(key), Message: msg}
+		return nil, &WaitingError{Reason: r.opts.WaitingReason, RequeueAfter: retry, Message: msg}
 	}
 	r.mu.Lock()
 	delete(r.tenants, tenantKey(key))
 	r.mu.Unlock()
 	return r.fromAccessRequest(ctx, ar)
+}
+
+// pendingRequest is the request the platform has yet to grant: the ClusterRequest
+// while it is pending, then the AccessRequest; nil when neither exists yet.
+func pendingRequest(cr *clustersv1alpha1.ClusterRequest, ar *clustersv1alpha1.AccessRequest) client.Object {
+	if cr != nil && !cr.Status.IsGranted() {
+		return cr
+	}
+	if ar != nil && !ar.Status.IsGranted() {
+		return ar
+	}
+	// A granted request waiting for its new generation to be granted has no
+	// timestamp of the change; it is not timed.
+	return nil
+}
+
+// notGranted tells the tenant that the platform has left a request pending past
+// GrantTimeout, and asks the platform again, once per GrantTimeout: the operation
+// annotation makes the responsible controller reconcile the request now, whatever its
+// backoff. The request itself stays: withdrawing it would throw away a grant in
+// progress (a cluster being provisioned) and, for the last request of a Cluster, the
+// Cluster with it.
+func (r *Requester) notGranted(ctx context.Context, key Key, pending client.Object, says string) error {
+	kind := "AccessRequest"
+	if _, ok := pending.(*clustersv1alpha1.ClusterRequest); ok {
+		kind = "ClusterRequest"
+	}
+	now := time.Now()
+	r.mu.Lock()
+	st := r.state(key)
+	ask := now.Sub(st.askedAt) >= r.opts.GrantTimeout
+	if ask {
+		st.askedAt = now
+	}
+	askedAt := st.askedAt
+	r.mu.Unlock()
+	if ask {
+		if err := askAgain(ctx, r.platform, pending); err != nil {
+			r.mu.Lock()
+			st.askedAt = time.Time{}
+			r.mu.Unlock()
+			return fmt.Errorf("asking the platform again about %s %s/%s: %w", kind, pending.GetNamespace(), pending.GetName(), err)
+		}
+	}
+	msg := fmt.Sprintf("the platform has not granted %s %s/%s for %s (pending since %s); asked it again at %s",
+		kind, pending.GetNamespace(), pending.GetName(), now.Sub(pending.GetCreationTimestamp().Time).Round(time.Second),
+		pending.GetCreationTimestamp().UTC().Format(time.RFC3339), askedAt.UTC().Format(time.RFC3339))
+	if says != "" {
+		msg += "; the platform says: " + says
+	}
+	// Look again no later than the next ask is due.
+	next := max(time.Until(askedAt.Add(r.opts.GrantTimeout)), r.opts.RetryInterval)
+	return &WaitingError{Reason: r.opts.NotGrantedReason, Final: true, RequeueAfter: min(r.waitingRetry(key), next), Message: msg}
+}
+
+// askAgain sets openMCP's operation annotation to "reconcile" on a request; the
+// controller responsible for it reconciles it and removes the annotation.
+func askAgain(ctx context.Context, c client.Client, obj client.Object) error {
+	if obj.GetAnnotations()[openmcpconst.OperationAnnotation] == openmcpconst.OperationAnnotationValueReconcile {
+		return nil
+	}
+	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, openmcpconst.OperationAnnotation, openmcpconst.OperationAnnotationValueReconcile))
+	if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
 }
 
 // waitingRetry is when to look at a tenant's pending request again: RetryInterval,

@@ -61,6 +61,9 @@ type Operator struct {
 	Namespace string
 	// ConfigFile is the configuration it was started with.
 	ConfigFile string
+	// MetricsURL serves its controller-runtime metrics over plain HTTP (see
+	// ReconcileErrors).
+	MetricsURL string
 }
 
 // StartOperator runs the openmcp-operator built by hack/test-binaries.sh against the
@@ -98,11 +101,11 @@ func (e *Env) StartOperator(ctx context.Context, platform *APIServer, opts Opera
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: opts.Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("creating namespace %s: %w", opts.Namespace, err)
 	}
-	ports, err := FreePorts(1)
+	ports, err := FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
-	health := "127.0.0.1:" + strconv.Itoa(ports[0])
+	health, metrics := "127.0.0.1:"+strconv.Itoa(ports[0]), "127.0.0.1:"+strconv.Itoa(ports[1])
 	p, err := e.StartProcess("openmcp-operator", bin, []string{
 		"run",
 		"--environment=" + opts.Environment,
@@ -110,6 +113,9 @@ func (e *Env) StartOperator(ctx context.Context, platform *APIServer, opts Opera
 		"--config=" + cfgFile,
 		"--controllers=scheduler,accessrequest",
 		"--health-probe-bind-address=" + health,
+		// Plain HTTP on loopback: the tests read how often its controllers failed.
+		"--metrics-bind-address=" + metrics,
+		"--metrics-secure=false",
 	}, []string{"POD_NAMESPACE=" + opts.Namespace}, 10*time.Second)
 	if err != nil {
 		return nil, err
@@ -128,7 +134,7 @@ func (e *Env) StartOperator(ctx context.Context, platform *APIServer, opts Opera
 		}
 		return nil, fmt.Errorf("waiting for the openmcp-operator to be ready: %w", err)
 	}
-	return &Operator{Process: p, Namespace: opts.Namespace, ConfigFile: cfgFile}, nil
+	return &Operator{Process: p, Namespace: opts.Namespace, ConfigFile: cfgFile, MetricsURL: "http://" + metrics + "/metrics"}, nil
 }
 
 // getOK is nil when url answers 200.

@@ -53,6 +53,9 @@ type phase struct {
 	startup snapshot        // requests from start until serving (runtime only)
 	steady  snapshot        // requests in the steady-state window
 	window  time.Duration
+	// opErrors counts the real openmcp-operator's scheduler and access-request
+	// controller errors until convergence (each one a backoff); -1 with the stand-in.
+	opErrors float64
 }
 
 type kcpResult struct {
@@ -75,6 +78,7 @@ type kcpEnv struct {
 	surface    apiexport.Provisionable
 	tenants    []tenant
 	vwURL      string
+	operator   *localenv.Operator // nil with the stand-in scheduler
 }
 
 type tenant struct {
@@ -90,7 +94,7 @@ func runKCP(ctx context.Context, env *localenv.Env, n int, opts benchOptions) (*
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	res := &kcpResult{n: n}
-	e, err := startKCPEnv(ctx, env)
+	e, err := startKCPEnv(ctx, env, opts.standIn)
 	if err != nil {
 		return nil, err
 	}
@@ -101,10 +105,12 @@ func runKCP(ctx context.Context, env *localenv.Env, n int, opts benchOptions) (*
 	res.setup = time.Since(setupStart)
 	logf("kcp n=%d: %d workspaces bound in %s", n, n, res.setup.Round(time.Second))
 
-	if res.floor, err = e.floor(ctx); err != nil {
-		return nil, fmt.Errorf("floor: %w", err)
+	if !opts.skipFloor {
+		if res.floor, err = e.floor(ctx); err != nil {
+			return nil, fmt.Errorf("floor: %w", err)
+		}
+		logf("kcp n=%d: floor %s", n, res.floor.total.Round(time.Millisecond))
 	}
-	logf("kcp n=%d: floor %s", n, res.floor.total.Round(time.Millisecond))
 	if res.rt, err = e.runtime(ctx, opts); err != nil {
 		return nil, fmt.Errorf("runtime: %w", err)
 	}
@@ -112,7 +118,7 @@ func runKCP(ctx context.Context, env *localenv.Env, n int, opts benchOptions) (*
 	return res, nil
 }
 
-func startKCPEnv(ctx context.Context, env *localenv.Env) (*kcpEnv, error) {
+func startKCPEnv(ctx context.Context, env *localenv.Env, standIn bool) (*kcpEnv, error) {
 	e := &kcpEnv{env: env}
 	widgetCRD, configCRD, err := widget.CRDs()
 	if err != nil {
@@ -120,9 +126,10 @@ func startKCPEnv(ctx context.Context, env *localenv.Env) (*kcpEnv, error) {
 	}
 	e.surface = apiexport.FromCRD(providerName, widgetCRD)
 	lp, err := env.StartPlatform(ctx, localenv.PlatformOptions{
-		Clusters:      []string{localenv.PurposeWorkload},
-		CRDs:          map[string][]*apiextensionsv1.CustomResourceDefinition{localenv.PurposePlatform: {configCRD}},
-		LocalPlatform: localplatform.Options{MaxConcurrentReconciles: 16},
+		Clusters:         []string{localenv.PurposeWorkload},
+		CRDs:             map[string][]*apiextensionsv1.CustomResourceDefinition{localenv.PurposePlatform: {configCRD}},
+		LocalPlatform:    localplatform.Options{MaxConcurrentReconciles: 16},
+		StandInScheduler: standIn,
 		// The local platform must never be what the runtime waits for.
 		ClientQPS: 1000, ClientBurst: 2000,
 		KCP: true,
@@ -136,7 +143,7 @@ func startKCPEnv(ctx context.Context, env *localenv.Env) (*kcpEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.k, e.platform, e.kubeconfig = lp.KCP, lp.Platform, lp.RuntimeKubeconfig
+	e.k, e.platform, e.kubeconfig, e.operator = lp.KCP, lp.Platform, lp.RuntimeKubeconfig, lp.Operator
 	if e.pf, err = client.New(fast(e.platform.Config), client.Options{Scheme: benchScheme()}); err != nil {
 		return nil, err
 	}
@@ -526,6 +533,7 @@ func (e *kcpEnv) runtime(ctx context.Context, opts benchOptions) (phase, error) 
 	p.lat = latencies(created, ready)
 	_, p.rssPeak = rss(rt.pid())
 	p.heap = rt.heap()
+	p.opErrors = operatorErrors(ctx, e.operator)
 	rt.saveProfiles(fmt.Sprintf("kcp-%d-converged", len(e.tenants)))
 
 	// Steady state: nothing changes for a while; whatever the runtime does now is

@@ -26,6 +26,10 @@ type benchOptions struct {
 	burst       int
 	retry       time.Duration
 	steady      time.Duration
+	// standIn runs the local platform's stand-in scheduler and access-request
+	// controller instead of the real openmcp-operator (the baseline of the
+	// comparison); skipFloor leaves out kcp mode's floor.
+	standIn, skipFloor bool
 }
 
 func main() {
@@ -46,6 +50,7 @@ func main() {
 	retry := flag.Duration("retry", time.Second, "retry interval while waiting for access grants (both runtimes)")
 	skipKCP := flag.Bool("skip-kcp", false, "skip kcp mode")
 	skipStd := flag.Bool("skip-standard", false, "skip standard mode")
+	platformSizes := flag.String("platform-sizes", "1,100", "objects per mode for the comparison of the real openmcp-operator with the stand-in scheduler; empty skips it")
 	verbose := flag.Bool("v", false, "log the runtimes and the local platform")
 	flag.Parse()
 
@@ -118,6 +123,13 @@ func main() {
 			}
 			rep.std = append(rep.std, pair)
 		}
+	}
+	if *platformSizes != "" {
+		ps, err := parseSizes(*platformSizes)
+		if err != nil {
+			fatalf("-platform-sizes: %v", err)
+		}
+		rep.platform = comparePlatforms(ctx, assets, ps, opts, rep)
 	}
 	rep.finished = time.Now()
 	if err := os.WriteFile(*out, []byte(rep.markdown()), 0o644); err != nil {

@@ -18,6 +18,7 @@ type report struct {
 	cpus              int
 	kcp               []*kcpResult
 	std               []stdPair
+	platform          []platformRow
 	failures          []string
 }
 
@@ -97,6 +98,9 @@ func (r *report) markdown() string {
 	}
 	if len(r.std) > 0 {
 		r.stdSection(w)
+	}
+	if len(r.platform) > 0 {
+		r.platformSection(w)
 	}
 	r.targets(w)
 	w("Tuning experiments and where the time goes: [benchmarks-tuning.md](benchmarks-tuning.md) (hand-written from runs of this command with other flags).")

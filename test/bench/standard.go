@@ -32,9 +32,10 @@ func runStandard(ctx context.Context, env *localenv.Env, which string, n int, op
 		return p, err
 	}
 	lp, err := env.StartPlatform(ctx, localenv.PlatformOptions{
-		Clusters:      []string{localenv.PurposeOnboarding, localenv.PurposeWorkload, localenv.PurposeMCP},
-		CRDs:          map[string][]*apiextensionsv1.CustomResourceDefinition{localenv.PurposePlatform: {configCRD}, localenv.PurposeOnboarding: {widgetCRD}},
-		LocalPlatform: localplatform.Options{MaxConcurrentReconciles: 16},
+		Clusters:         []string{localenv.PurposeOnboarding, localenv.PurposeWorkload, localenv.PurposeMCP},
+		CRDs:             map[string][]*apiextensionsv1.CustomResourceDefinition{localenv.PurposePlatform: {configCRD}, localenv.PurposeOnboarding: {widgetCRD}},
+		LocalPlatform:    localplatform.Options{MaxConcurrentReconciles: 16},
+		StandInScheduler: opts.standIn,
 		// The local platform must never be what the runtime waits for.
 		ClientQPS: 1000, ClientBurst: 2000,
 	})
@@ -133,6 +134,7 @@ func runStandard(ctx context.Context, env *localenv.Env, which string, n int, op
 	p.lat = latencies(created, ready)
 	_, p.rssPeak = rss(self)
 	p.heap = heapMiB()
+	p.opErrors = operatorErrors(ctx, lp.Operator)
 	s0 := cnt.snapshot()
 	time.Sleep(opts.steady) // the measurement window
 	p.steady = cnt.snapshot().sub(s0)

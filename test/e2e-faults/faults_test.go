@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
@@ -83,6 +84,52 @@ func TestDeniedAccessOrderedAgain(t *testing.T) {
 	deny.Store(false)
 	e.wantReady(ctx, t, key)
 	e.wantCounts(ctx, t, providerName, count{AccessRequests: 2, ClusterRequests: 1, WorkloadServiceAccounts: 1, MCPServiceAccounts: 1}, 30*time.Second)
+}
+
+// TestWorkloadNeverGranted: the platform leaves a tenant's workload access Pending (as
+// openMCP's controllers do with a request they cannot serve: they write no Denied).
+// Once the grant timeout passes, the object says it is not granted, with what the
+// platform says, and the runtime asks the platform again (the operation annotation),
+// once per timeout, without withdrawing the request; when the platform can serve it,
+// the object becomes Ready. Another tenant is served meanwhile.
+func TestWorkloadNeverGranted(t *testing.T) {
+	ctx := t.Context()
+	withheldNS := cluster.StandardIdentity(tenantNamespace, "alpha").TenantNamespace()
+	var withhold atomic.Bool
+	var asked atomic.Int32
+	withhold.Store(true)
+	e := startEnv(ctx, t, envOptions{controlPlanes: []string{"alpha", "beta"}, platform: localplatform.Options{
+		AccessRequestPolicy: func(_ context.Context, ar *clustersv1alpha1.AccessRequest) localplatform.Decision {
+			if ar.Namespace != withheldNS || !strings.HasSuffix(ar.Name, "--wl") {
+				return localplatform.Decision{}
+			}
+			asked.Add(1)
+			if withhold.Load() {
+				return localplatform.Decision{DelayUntil: time.Now().Add(time.Hour), Reason: "NoCapacity", Message: "no workload capacity left in the region"}
+			}
+			return localplatform.Decision{}
+		},
+	}, runtime: builder.Options{GrantTimeout: 3 * time.Second}})
+	e.startRuntime(ctx, t)
+	alpha, beta := e.createWidget(ctx, t, "alpha"), e.createWidget(ctx, t, "beta")
+	e.wantReady(ctx, t, beta)
+	msg := e.wantReason(ctx, t, alpha, v1alpha1.ReasonWorkloadNotGranted)
+	for _, want := range []string{"no workload capacity left in the region", "asked it again at", "AccessRequest " + withheldNS + "/"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
+		}
+	}
+	// The platform is asked again: the pending request is reconciled once more.
+	askedBefore := asked.Load()
+	harness.Eventually(ctx, t, 30*time.Second, "the platform asked again", func(context.Context) error {
+		if asked.Load() == askedBefore {
+			return fmt.Errorf("the policy was asked %d times, not again", askedBefore)
+		}
+		return nil
+	})
+	withhold.Store(false)
+	e.wantReady(ctx, t, alpha)
+	e.wantCounts(ctx, t, providerName, count{AccessRequests: 4, ClusterRequests: 2, WorkloadServiceAccounts: 2, MCPServiceAccounts: 2}, 30*time.Second)
 }
 
 func (e *env) patchWidget(ctx context.Context, t *testing.T, key client.ObjectKey, mutate func(*widget.Widget)) {

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/kcp-dev/logicalcluster/v3"
 
@@ -55,7 +56,30 @@ func StartPlatform(ctx context.Context, t testing.TB, opts localenv.PlatformOpti
 		}
 	}()
 	t.Cleanup(func() { close(stopped) })
+	if p.Operator != nil {
+		t.Cleanup(func() { noOperatorBackoff(t, p.Operator) })
+	}
 	return out
+}
+
+// noOperatorBackoff fails the test when one of the openmcp-operator's controllers
+// returned an error: each one puts a request into the controller's exponential
+// backoff (up to about 16 minutes), which the runtime's order of requests must never
+// cause.
+func noOperatorBackoff(t testing.TB, op *localenv.Operator) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, controller := range []string{"clusterrequest", "accessrequest"} {
+		n, err := op.ReconcileErrors(ctx, controller)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		if n > 0 {
+			t.Errorf("the openmcp-operator's %s controller failed %v times: a request met its backoff (the log: %s)", controller, n, op.Log)
+		}
+	}
 }
 
 // StandardOptions configure StartStandard.
