@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,7 +40,28 @@ type OperatorOptions struct {
 	// PurposeMappings become the scheduler's purposeMappings: which Cluster a
 	// ClusterRequest of each purpose gets.
 	PurposeMappings []PurposeMapping
+	// ConfigFile, when set, is an existing configuration (another operator's
+	// Operator.ConfigFile) used instead of one rendered from PurposeMappings.
+	ConfigFile string
+	// Controllers are its --controllers. Default: DefaultOperatorControllers. The
+	// deployment controller (ControllerDeployment) renders Jobs and Deployments that
+	// only run with a kubelet: see StartKubelet.
+	Controllers []string
+	// Name names its process, log and kubeconfig; default "openmcp-operator". Two
+	// operators running different controllers against one platform need two names.
+	Name string
 }
+
+// The openmcp-operator's controllers (its --controllers values).
+const (
+	ControllerScheduler     = "scheduler"
+	ControllerAccessRequest = "accessrequest"
+	ControllerDeployment    = "deploymentcontroller"
+)
+
+// DefaultOperatorControllers are what StartOperator runs unless told otherwise: the
+// parts of openMCP that need no cluster to run anything.
+var DefaultOperatorControllers = []string{ControllerScheduler, ControllerAccessRequest}
 
 // PurposeMapping tells the scheduler how to serve one purpose.
 type PurposeMapping struct {
@@ -64,9 +86,9 @@ type Operator struct {
 }
 
 // StartOperator runs the openmcp-operator built by hack/test-binaries.sh against the
-// platform API server, with only its scheduler and access-request controllers (the
-// deployment controller needs a kubelet to finish its Jobs and Deployments), and
-// returns once it reports ready. Leader election stays off: v1.3.0 uses a Lease name
+// platform API server, by default with only its scheduler and access-request
+// controllers (the deployment controller needs a kubelet to finish its Jobs and
+// Deployments: StartKubelet), and returns once it reports ready. Leader election stays off: v1.3.0 uses a Lease name
 // the API server rejects, and waits for the lease forever.
 func (e *Env) StartOperator(ctx context.Context, platform *APIServer, opts OperatorOptions) (*Operator, error) {
 	bin := filepath.Join(e.Assets, OperatorBinary)
@@ -79,15 +101,23 @@ func (e *Env) StartOperator(ctx context.Context, platform *APIServer, opts Opera
 	if opts.Environment == "" {
 		opts.Environment = DefaultOperatorEnvironment
 	}
-	cfg, err := operatorConfig(opts.PurposeMappings)
-	if err != nil {
-		return nil, err
+	if opts.Name == "" {
+		opts.Name = "openmcp-operator"
 	}
-	cfgFile, err := e.WriteFile(filepath.Join("openmcp-operator", "config.yaml"), cfg)
-	if err != nil {
-		return nil, err
+	if len(opts.Controllers) == 0 {
+		opts.Controllers = DefaultOperatorControllers
 	}
-	kubeconfig, err := e.WriteFile(e.KubeconfigPath("openmcp-operator"), platform.Kubeconfig())
+	cfgFile := opts.ConfigFile
+	if cfgFile == "" {
+		cfg, err := operatorConfig(opts.PurposeMappings)
+		if err != nil {
+			return nil, err
+		}
+		if cfgFile, err = e.WriteFile(filepath.Join(opts.Name, "config.yaml"), cfg); err != nil {
+			return nil, err
+		}
+	}
+	kubeconfig, err := e.WriteFile(e.KubeconfigPath(opts.Name), platform.Kubeconfig())
 	if err != nil {
 		return nil, err
 	}
@@ -103,12 +133,12 @@ func (e *Env) StartOperator(ctx context.Context, platform *APIServer, opts Opera
 		return nil, err
 	}
 	health := "127.0.0.1:" + strconv.Itoa(ports[0])
-	p, err := e.StartProcess("openmcp-operator", bin, []string{
+	p, err := e.StartProcess(opts.Name, bin, []string{
 		"run",
 		"--environment=" + opts.Environment,
 		"--kubeconfig=" + kubeconfig,
 		"--config=" + cfgFile,
-		"--controllers=scheduler,accessrequest",
+		"--controllers=" + strings.Join(opts.Controllers, ","),
 		"--health-probe-bind-address=" + health,
 	}, []string{"POD_NAMESPACE=" + opts.Namespace}, 10*time.Second)
 	if err != nil {
@@ -118,7 +148,7 @@ func (e *Env) StartOperator(ctx context.Context, platform *APIServer, opts Opera
 	var last error
 	if err := wait.PollUntilContextTimeout(ctx, PollInterval, time.Minute, true, func(ctx context.Context) (bool, error) {
 		if p.Exited() {
-			return false, fmt.Errorf("openmcp-operator ended (%w):\n%s", p.Ended(), LogTail(p.Log, 20))
+			return false, fmt.Errorf("%s ended (%w):\n%s", opts.Name, p.Ended(), LogTail(p.Log, 20))
 		}
 		last = getOK(ctx, hc, "http://"+health+"/readyz")
 		return last == nil, nil
@@ -126,7 +156,7 @@ func (e *Env) StartOperator(ctx context.Context, platform *APIServer, opts Opera
 		if last != nil {
 			err = fmt.Errorf("%w (last: %w)", err, last)
 		}
-		return nil, fmt.Errorf("waiting for the openmcp-operator to be ready: %w", err)
+		return nil, fmt.Errorf("waiting for %s to be ready: %w", opts.Name, err)
 	}
 	return &Operator{Process: p, Namespace: opts.Namespace, ConfigFile: cfgFile}, nil
 }
