@@ -54,9 +54,9 @@ type localOptions struct {
 	d *described
 }
 
-// namespace is the provider's namespace on the platform cluster, named like the
-// openmcp-operator names it (sp-<ServiceProvider>).
-func (o *localOptions) namespace() string { return "sp-" + o.provider.Name }
+// namespace is the provider's namespace on the platform cluster: the
+// openmcp-operator's own, where it runs every provider (its POD_NAMESPACE).
+func (o *localOptions) namespace() string { return localenv.DefaultOperatorNamespace }
 
 // providerWorkspace is spec.kcp.providerWorkspace of the sample ProviderConfig.
 func (o *localOptions) providerWorkspace() string { return "root:providers:" + o.provider.Name }

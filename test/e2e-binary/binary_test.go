@@ -39,7 +39,9 @@ import (
 
 const (
 	providerName = "echo"
-	providerNS   = "sp-echo" // what the openmcp-operator names it, and the samples use
+	providerNS   = "openmcp-system" // the openmcp-operator's namespace, where it runs providers and the samples put the kcp Secret
+	initSA       = "sp-echo-init"   // the init Job's ServiceAccount, as the operator names it
+	runSA        = "sp-echo"        // the run Deployment's
 	providerWS   = "root:providers:echo"
 	managedBy    = "services.open-control-plane.io/managed-by"
 )
@@ -91,18 +93,22 @@ func TestBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// What the openmcp-operator and the platform team do: the provider's namespace and
-	// ServiceAccount, bound to config/rbac (not cluster-admin), the ServiceProvider,
-	// the kcp provider workspace with the runtime's identity, its kubeconfig Secret.
+	// What the openmcp-operator and the platform team do: the operator's namespace and
+	// the init and run ServiceAccounts, bound to config/rbac (not cluster-admin), the
+	// ServiceProvider, the kcp provider workspace with the runtime's identity, its
+	// kubeconfig Secret.
 	if err := pf.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: providerNS}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := pf.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: providerNS, Name: providerName}}); err != nil {
-		t.Fatal(err)
+	for _, sa := range []string{initSA, runSA} {
+		if err := pf.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: providerNS, Name: sa}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	harness.ApplyYAML(ctx, t, pf, filepath.Join(repoRoot, "config/rbac/platform.yaml"))
 	harness.ApplyYAML(ctx, t, pf, filepath.Join(repoRoot, "config/deploy/serviceprovider/serviceprovider.yaml"))
-	platformKubeconfig, _ := tokenKubeconfig(ctx, t, platform.Config, providerNS, providerName, dir, "platform.kubeconfig")
+	initKubeconfig, _ := tokenKubeconfig(ctx, t, platform.Config, providerNS, initSA, dir, "platform-init.kubeconfig")
+	runKubeconfig, _ := tokenKubeconfig(ctx, t, platform.Config, providerNS, runSA, dir, "platform-run.kubeconfig")
 
 	k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "providers")
 	k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root:providers"), "echo")
@@ -117,7 +123,11 @@ func TestBinary(t *testing.T) {
 	}
 
 	operatorArgs := func(cmd string) []string {
-		return []string{cmd, "--environment=e2e", "--verbosity=DEBUG", "--provider-name=" + providerName, "--platform-kubeconfig=" + platformKubeconfig}
+		kubeconfig := initKubeconfig
+		if cmd == "run" {
+			kubeconfig = runKubeconfig
+		}
+		return []string{cmd, "--environment=e2e", "--verbosity=DEBUG", "--provider-name=" + providerName, "--platform-kubeconfig=" + kubeconfig}
 	}
 	operatorEnv := []string{"POD_NAMESPACE=" + providerNS, "POD_NAME=e2e"}
 
