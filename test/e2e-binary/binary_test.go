@@ -218,30 +218,9 @@ func TestBinary(t *testing.T) {
 	neighbourPath, _ := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "tenant-b")
 	tenant, neighbour := harness.NewClient(t, k.ConfigFor(tenantPath), echoScheme), harness.NewClient(t, k.ConfigFor(neighbourPath), echoScheme)
 	for _, c := range []client.Client{tenant, neighbour} {
-		harness.ApplyYAML(ctx, t, c, filepath.Join(repoRoot, "examples/echo/config/kcp/apibinding.yaml"))
-		harness.Eventually(ctx, t, 2*time.Minute, "APIBinding Bound", func(ctx context.Context) error {
-			b := &apisv1alpha2.APIBinding{}
-			if err := c.Get(ctx, client.ObjectKey{Name: "echo"}, b); err != nil {
-				return err
-			}
-			if b.Status.Phase != apisv1alpha2.APIBindingPhaseBound {
-				return fmt.Errorf("phase %q", b.Status.Phase)
-			}
-			return nil
-		})
+		bindSample(ctx, t, c)
 	}
-	createSample := func(t *testing.T, c client.Client) time.Time {
-		t.Helper()
-		var created time.Time
-		harness.Eventually(ctx, t, time.Minute, "sample Echo created", func(ctx context.Context) error {
-			if err := localenv.ApplyFile(ctx, c, filepath.Join(repoRoot, "examples/echo/config/samples/echo_v1alpha1_echo.yaml"), nil); err != nil {
-				return err // the binding's resource may not be served yet
-			}
-			created = time.Now()
-			return nil
-		})
-		return created
-	}
+	createSample := func(t *testing.T, c client.Client) time.Time { return createSample(ctx, t, c) }
 	wlNamespace := cluster.KCPIdentity(tenantLC.String()).TenantNamespace()
 	var workerCfg, workloadAccessCfg *rest.Config
 
