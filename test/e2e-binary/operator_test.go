@@ -249,8 +249,8 @@ func clusterAdminGrantsNothing(ctx context.Context, t *testing.T, admin *rest.Co
 	harness.DeleteAndWait(ctx, t, c, probe)
 }
 
-// wantDenied is nil when user may not create ClusterRoleBindings, which cluster-admin
-// would allow and no role of the project grants.
+// wantDenied is nil when user may not delete Nodes, which cluster-admin would allow
+// and no role of the project grants.
 func wantDenied(ctx context.Context, admin *rest.Config, user string) error {
 	cs, err := kubernetes.NewForConfig(admin)
 	if err != nil {
@@ -258,13 +258,13 @@ func wantDenied(ctx context.Context, admin *rest.Config, user string) error {
 	}
 	review, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User:               user,
-		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "create", Group: rbacv1.GroupName, Resource: "clusterrolebindings"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "delete", Resource: "nodes"},
 	}}, metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
 	if review.Status.Allowed {
-		return fmt.Errorf("%s may create ClusterRoleBindings", user)
+		return fmt.Errorf("%s may delete Nodes", user)
 	}
 	return nil
 }
