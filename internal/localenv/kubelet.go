@@ -65,7 +65,7 @@ type KubeletOptions struct {
 // identity of spec.serviceAccountName: a TokenRequest token of that account in a
 // kubeconfig named by $KUBECONFIG (nothing when automountServiceAccountToken is
 // false). No admin credential and none of the starter's environment besides PATH
-// reach the process. Pods share this machine's network: ports are host ports.
+// reach the process; HOME and TMPDIR are the pod's own folder. Pods share this machine's network: ports are host ports.
 //
 // Refused, because they would change what the process sees and are not emulated:
 // more than one container, initContainers, command (the image's entrypoint is the
@@ -682,11 +682,12 @@ func (k *Kubelet) startContainer(ctx context.Context, namespace, podName string,
 	if sa == "" {
 		sa = "default"
 	}
+	// The pod's own folder is its home and /tmp, as a container has its own.
 	dir := filepath.Join(k.env.Dir, "pods", namespace, podName)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o700); err != nil {
 		return nil, fmt.Errorf("pod %s: %w", podName, err)
 	}
-	base := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}
+	base := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + filepath.Join(dir, "tmp")}
 	if ptr.Deref(spec.AutomountServiceAccountToken, true) {
 		raw, err := ServiceAccountKubeconfig(ctx, k.admin, namespace, sa, k.opts.TokenTTL)
 		if err != nil {
