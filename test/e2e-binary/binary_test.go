@@ -97,7 +97,9 @@ func TestBinary(t *testing.T) {
 	// the init and run ServiceAccounts, bound to config/rbac (not cluster-admin), the
 	// ServiceProvider, the kcp provider workspace with the runtime's identity, its
 	// kubeconfig Secret.
-	if err := pf.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: providerNS}}); err != nil {
+	// The local platform may have created the namespace already: it keeps its shared
+	// Clusters there, as the operator's scheduler does.
+	if err := pf.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: providerNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	for _, sa := range []string{initSA, runSA} {
