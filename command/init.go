@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"time"
 
@@ -21,6 +22,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmcp-project/kcp-serviceprovider/builder"
 )
 
 // initOnboardingName is the local name of init's onboarding access request.
@@ -29,6 +32,7 @@ const initOnboardingName = "onboarding-init"
 type initOptions struct {
 	commonOptions
 	timeout time.Duration
+	mode    string
 }
 
 // InitCommand installs the provider's CRDs and registers its Service API.
@@ -42,12 +46,18 @@ provider's CRDs, each on the cluster its openmcp.cloud/cluster label names: the 
 on the onboarding cluster, the ProviderConfig on the platform cluster. Then adds the
 Service API's group/version/kind to status.resources of the ServiceProvider named
 --provider-name, so that the openmcp-operator deletes a ControlPlane's Service object
-with the ControlPlane. The kcp side needs no init: run provisions the APIExport itself.`,
+with the ControlPlane. The kcp side needs no init: run provisions the APIExport itself.
+
+In platform-service mode (the image deployed as a PlatformService) every CRD goes on the
+platform cluster, the one cluster that mode serves, and nothing is registered: a
+PlatformService has no status.resources.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			o.addFlags(fs, p.Name)
 			// The init Job fails after this and is retried (backoffLimit 4): the wait must
 			// fit a real platform's grant, which takes minutes.
 			fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long to wait for the onboarding access and for the CRDs to be served")
+			fs.StringVar(&o.mode, "mode", os.Getenv(builder.DeploymentModeEnv), "deployment mode: "+builder.DeploymentModeStandard+
+				" or "+builder.DeploymentModePlatformService+" (every CRD on the platform cluster); default from $"+builder.DeploymentModeEnv)
 			return o.run
 		},
 	}
@@ -70,6 +80,10 @@ func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
+	platformService, err := builder.ParseDeploymentMode(o.mode)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 
@@ -85,6 +99,18 @@ func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
 	platform, err := client.New(platformCfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return fmt.Errorf("platform client: %w", err)
+	}
+
+	if platformService {
+		// One cluster serves everything; the image is the same.
+		for _, c := range d.crds {
+			if err := installCRD(ctx, platform, c); err != nil {
+				return fmt.Errorf("installing CRD %s on the platform cluster: %w", c.Name, err)
+			}
+			log.Info("CRD installed", "crd", c.Name, "cluster", clustersv1alpha1.PURPOSE_PLATFORM)
+		}
+		log.Info("init done (platform-service mode)")
+		return nil
 	}
 
 	var onboardingCfg *rest.Config
@@ -126,7 +152,7 @@ func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
 	}
 
 	gvk := metav1.GroupVersionKind{Group: d.serviceGVK.Group, Version: d.serviceGVK.Version, Kind: d.serviceGVK.Kind}
-	if err := registerGVK(ctx, log, platform, o.providerName, gvk); err != nil {
+	if err := registerGVK(ctx, log, platform, o.providerName, gvk, d.groups()); err != nil {
 		return err
 	}
 	log.Info("init done")
@@ -184,11 +210,14 @@ func installCRD(ctx context.Context, c client.Client, want *apiextensionsv1.Cust
 	return nil
 }
 
-// registerGVK adds gvk to the ServiceProvider's status.resources: for each registered
-// kind, the openmcp-operator deletes the object named like a ControlPlane when the
-// ControlPlane goes. The status is updated with optimistic locking, so the operator's
-// own status writes are never lost.
-func registerGVK(ctx context.Context, log logr.Logger, platform client.Client, name string, gvk metav1.GroupVersionKind) error {
+// registerGVK makes the ServiceProvider's status.resources name exactly the kinds of
+// the provider's own groups that it serves now: gvk is added, other versions and kinds
+// of ownGroups (what an earlier version served) are dropped, and kinds of other groups
+// are kept (not this provider's to judge). For each registered kind, the
+// openmcp-operator deletes the object named like a ControlPlane when the ControlPlane
+// goes; a stale entry would make it look for a kind nobody serves. The status is
+// updated with optimistic locking, so the operator's own status writes are never lost.
+func registerGVK(ctx context.Context, log logr.Logger, platform client.Client, name string, gvk metav1.GroupVersionKind, ownGroups []string) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		sp := &providerv1alpha1.ServiceProvider{}
 		if err := platform.Get(ctx, client.ObjectKey{Name: name}, sp); err != nil {
@@ -197,19 +226,49 @@ func registerGVK(ctx context.Context, log logr.Logger, platform client.Client, n
 			}
 			return err
 		}
-		if slices.Contains(sp.Status.Resources, gvk) {
+		want := servedResources(sp.Status.Resources, gvk, ownGroups)
+		if slices.Equal(want, sp.Status.Resources) {
 			log.Info("Service API already registered at the ServiceProvider", "gvk", gvk)
 			return nil
 		}
-		sp.Status.Resources = append(sp.Status.Resources, gvk)
+		dropped := slices.DeleteFunc(slices.Clone(sp.Status.Resources), func(r metav1.GroupVersionKind) bool { return slices.Contains(want, r) })
+		sp.Status.Resources = want
 		if err := platform.Status().Update(ctx, sp); err != nil {
 			return err
 		}
-		log.Info("Service API registered at the ServiceProvider", "gvk", gvk)
+		log.Info("Service API registered at the ServiceProvider", "gvk", gvk, "dropped", dropped)
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("registering %s/%s %s at ServiceProvider %q: %w", gvk.Group, gvk.Version, gvk.Kind, name, err)
 	}
 	return nil
+}
+
+// groups are the API groups of the provider's CRDs: its own.
+func (d *described) groups() []string {
+	var out []string
+	for _, c := range d.crds {
+		if !slices.Contains(out, c.Spec.Group) {
+			out = append(out, c.Spec.Group)
+		}
+	}
+	return out
+}
+
+// servedResources is status.resources as registerGVK leaves it: have without the
+// entries of ownGroups other than gvk, with gvk (once) at the end.
+func servedResources(have []metav1.GroupVersionKind, gvk metav1.GroupVersionKind, ownGroups []string) []metav1.GroupVersionKind {
+	var out []metav1.GroupVersionKind
+	for _, r := range have {
+		if r == gvk || !slices.Contains(ownGroups, r.Group) {
+			if !slices.Contains(out, r) {
+				out = append(out, r)
+			}
+		}
+	}
+	if !slices.Contains(out, gvk) {
+		out = append(out, gvk)
+	}
+	return out
 }

@@ -54,9 +54,9 @@ type localOptions struct {
 	d *described
 }
 
-// namespace is the provider's namespace on the platform cluster, named like the
-// openmcp-operator names it (sp-<ServiceProvider>).
-func (o *localOptions) namespace() string { return "sp-" + o.provider.Name }
+// namespace is the provider's namespace on the platform cluster: the
+// openmcp-operator's own, where it runs every provider (its POD_NAMESPACE).
+func (o *localOptions) namespace() string { return localenv.DefaultOperatorNamespace }
 
 // providerWorkspace is spec.kcp.providerWorkspace of the sample ProviderConfig.
 func (o *localOptions) providerWorkspace() string { return "root:providers:" + o.provider.Name }
@@ -69,10 +69,12 @@ func LocalCommand(p Provider) *Command {
 		Name:  "local",
 		Short: "start a local platform (kcp, platform/onboarding/workload/MCP clusters) with the provider in both modes",
 		Long: `Starts, on this machine: a kcp server; kube-apiservers standing in for the openMCP platform,
-onboarding, workload and MCP clusters; a local stand-in for openMCP's cluster provider that
-grants ClusterRequests and AccessRequests against them; then does what a platform team does
-(ServiceProvider, provider namespace, kcp provider workspace with the runtime's identity,
-ProviderConfig with spec.kcp), runs this binary's init, and runs this binary's run in both modes.
+onboarding, workload and MCP clusters; the real openmcp-operator (scheduler, access-request
+and deployment controllers); a local stand-in for openMCP's cluster provider that grants
+access to those servers; a stand-in for the kubelet that runs the operator's pods as
+processes of this binary. Then it does what a platform team does (ServiceProvider, kcp
+provider workspace with the runtime's identity, ProviderConfig with spec.kcp): the
+operator runs this binary's init as a Job and its run, in both modes, as a Deployment.
 It then prints, for a tenant, the kubeconfig and the commands to create a workspace, bind the
 export and create a Service object (and the same for standard mode), and runs until Ctrl-C,
 which stops every process it started.
@@ -266,8 +268,6 @@ func (o *localOptions) serve(ctx context.Context, out io.Writer, repo, state str
 	case <-ctx.Done():
 		fmt.Fprintln(out)
 		return nil
-	case <-l.runProc.Done():
-		return fmt.Errorf("run exited: %w\n%s", l.runProc.Ended(), localenv.LogTail(l.runProc.Log, 20))
 	case err := <-l.platform.Failed():
 		return err
 	}

@@ -2,17 +2,22 @@ package command
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/kcp-dev/logicalcluster/v3"
 	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -32,7 +37,8 @@ type localRun struct {
 	p                          *progress
 	platform                   *localenv.Platform
 	platformClient             client.Client
-	runProc                    *localenv.Process
+	kubelet                    *localenv.Kubelet
+	probe                      string
 	kcpKubeconfig, onboardingK string
 	workloadK                  string
 }
@@ -40,8 +46,15 @@ type localRun struct {
 func (l *localRun) start(ctx context.Context) error {
 	localNamespace, localProviderWorkspace := l.opts.namespace(), l.opts.providerWorkspace()
 	// kcp takes about 30 s; the API servers start meanwhile.
-	done := l.p.step("kcp, kube-apiservers for the platform, onboarding, workload and MCP clusters, the local platform granting ClusterRequests and AccessRequests, and the kcp workspace " + localProviderWorkspace + " with the runtime's identity")
-	var err error
+	done := l.p.step("kcp, kube-apiservers for the platform, onboarding, workload and MCP clusters, the openmcp-operator's scheduler and access-request controller, the local cluster provider granting access, and the kcp workspace " + localProviderWorkspace + " with the runtime's identity")
+	image, err := serviceProviderImage(filepath.Join(l.repo, serviceProviderFile))
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
 	l.platform, err = l.env.StartPlatform(ctx, localenv.PlatformOptions{
 		Clusters: []string{localenv.PurposeOnboarding, localenv.PurposeWorkload, localenv.PurposeMCP},
 		Targets:  []string{localenv.PurposeWorkload, localenv.PurposeOnboarding, localenv.PurposeMCP},
@@ -51,7 +64,10 @@ func (l *localRun) start(ctx context.Context) error {
 			TokenTTL: 12 * time.Hour,
 		},
 		ControlPlanes: []types.NamespacedName{{Namespace: localControlPlaneNamespace, Name: localControlPlaneName}},
-		KCP:           true,
+		// The operator's deployment controller renders the provider's Job and
+		// Deployment (platformTeam); the kubelet stand-in runs them as this binary.
+		Deployments: &localenv.KubeletOptions{Namespace: l.opts.namespace(), Images: map[string]string{image: self}},
+		KCP:         true,
 		Provider: &localenv.ProviderWorkspace{
 			Path:           localProviderWorkspace,
 			RBACFile:       filepath.Join(l.repo, l.opts.provider.Local.RuntimeRBAC),
@@ -63,6 +79,7 @@ func (l *localRun) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	l.kubelet = l.platform.Kubelet
 	for _, s := range []*localenv.APIServer{l.platform.Platform, l.platform.Onboarding, l.platform.Workload, l.platform.MCP} {
 		fmt.Fprintf(l.out, "      %s cluster at %s\n", s.Name, s.Config.Host)
 	}
@@ -112,11 +129,12 @@ func (l *localRun) writeKubeconfigs() error {
 }
 
 // platformTeam does the rest of what a platform team does before the provider runs:
-// the ServiceProvider and its namespace on the platform cluster. (The kcp provider
-// workspace and the runtime's kubeconfig in the Secret spec.kcp names are the
-// platform fixture's.)
+// the ServiceProvider on the platform cluster, which the openmcp-operator's deployment
+// controller turns into the init Job and the run Deployment in its namespace; the
+// kubelet stand-in runs their pods as this binary. (The kcp provider workspace and the
+// runtime's kubeconfig in the Secret spec.kcp names are the platform fixture's.)
 func (l *localRun) platformTeam(ctx context.Context) error {
-	done := l.p.step("platform team: ServiceProvider in namespace " + l.opts.namespace())
+	done := l.p.step("platform team: ServiceProvider " + l.opts.provider.Name + "; the openmcp-operator's deployment controller renders its init Job and run Deployment in " + l.opts.namespace() + ", a kubelet stand-in runs them as this binary")
 	scheme, err := platformScheme()
 	if err != nil {
 		return err
@@ -124,81 +142,79 @@ func (l *localRun) platformTeam(ctx context.Context) error {
 	if l.platformClient, err = client.New(l.platform.Platform.Config, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
-	if err := localenv.ApplyFile(ctx, l.platformClient, filepath.Join(l.repo, serviceProviderFile), nil); err != nil {
-		return err
-	}
-	done("")
-	return nil
-}
-
-// selfArgs are the flags the openmcp-operator would pass, pointed at the local clusters.
-func (l *localRun) selfArgs(command string) []string {
-	return []string{command,
-		"--environment=local",
-		"--provider-name=" + l.opts.provider.Name,
-		"--verbosity=" + l.opts.verbosity,
-		"--platform-kubeconfig=" + l.env.KubeconfigPath("platform"),
-	}
-}
-
-// selfEnv is the environment the openmcp-operator would set.
-func (l *localRun) selfEnv() []string {
-	return []string{"POD_NAMESPACE=" + l.opts.namespace(), "POD_NAME=local", envProviderName + "=" + l.opts.provider.Name}
-}
-
-func (l *localRun) runInit(ctx context.Context) error {
-	done := l.p.step("init: CRDs on the onboarding and platform clusters, " + l.opts.d.serviceGVK.Kind + " registered at the ServiceProvider")
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	proc, err := l.env.StartProcess("init", self, l.selfArgs("init"), l.selfEnv(), 10*time.Second)
-	if err != nil {
-		return err
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-proc.Done():
-	}
-	if err := proc.Err(); err != nil {
-		return fmt.Errorf("init failed: %w\n%s", err, localenv.LogTail(proc.Log, 20))
-	}
-	done("")
-	return nil
-}
-
-func (l *localRun) runRun(ctx context.Context) error {
-	done := l.p.step("run: the provider in standard mode and kcp mode")
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
+	file := filepath.Join(l.repo, serviceProviderFile)
 	ports, err := localenv.FreePorts(2)
 	if err != nil {
 		return err
 	}
-	probe := "127.0.0.1:" + strconv.Itoa(ports[0])
-	args := append(l.selfArgs("run"),
-		"--health-probe-bind-address="+probe,
-		"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(ports[1]),
-		"--retry-interval=2s",
-	)
-	if l.runProc, err = l.env.StartProcess("run", self, args, l.selfEnv(), 30*time.Second); err != nil {
+	l.probe = "127.0.0.1:" + strconv.Itoa(ports[0])
+	// Pods here share this machine's ports: the probes and metrics go to free ones,
+	// through the ServiceProvider's own fields (a pod would have its own network).
+	if err := localenv.ApplyFile(ctx, l.platformClient, file, func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedStringSlice(u.Object, []string{"run", "--health-probe-bind-address=" + l.probe, "--retry-interval=2s"}, "spec", "runCommand")
+		_ = unstructured.SetNestedField(u.Object, int64(ports[1]), "spec", "metrics", "port")
+		_ = unstructured.SetNestedField(u.Object, l.opts.verbosity, "spec", "verbosity")
+	}); err != nil {
 		return err
 	}
-	failed := func() error {
-		if l.runProc.Exited() {
-			return fmt.Errorf("run exited: %w\n%s", l.runProc.Ended(), localenv.LogTail(l.runProc.Log, 20))
+	done("")
+	return nil
+}
+
+// podLogs is the tail of the logs of the pods whose name starts with prefix, for
+// error messages.
+func (l *localRun) podLogs(prefix string) string {
+	var out []string
+	for _, log := range l.env.Logs() {
+		if strings.HasPrefix(filepath.Base(log), "pod-"+l.opts.namespace()+"-"+prefix) {
+			out = append(out, log+":\n"+localenv.LogTail(log, 20))
 		}
-		return nil
 	}
-	// Ready: the standard-mode manager answers its readiness probe...
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := failed(); err != nil {
-			return false, err
+	return strings.Join(out, "\n")
+}
+
+// runInit waits for the operator's init Job, run by the kubelet stand-in.
+func (l *localRun) runInit(ctx context.Context) error {
+	done := l.p.step("init (Job sp-" + l.opts.provider.Name + "-init): CRDs on the onboarding and platform clusters, " + l.opts.d.serviceGVK.Kind + " registered at the ServiceProvider")
+	name := "sp-" + l.opts.provider.Name + "-init"
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		job := &batchv1.Job{}
+		if err := l.platformClient.Get(ctx, client.ObjectKey{Namespace: l.opts.namespace(), Name: name}, job); err != nil {
+			last = err.Error()
+			return false, nil
 		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+probe+"/readyz", nil)
+		for _, c := range job.Status.Conditions {
+			if c.Status != corev1.ConditionTrue {
+				continue
+			}
+			switch c.Type {
+			case batchv1.JobComplete:
+				return true, nil
+			case batchv1.JobFailed:
+				return false, fmt.Errorf("init Job %s failed: %s", name, c.Message)
+			}
+		}
+		last = fmt.Sprintf("%d pods failed", job.Status.Failed)
+		if refused := l.kubelet.Refused(); len(refused) > 0 {
+			return false, errors.Join(refused...)
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("init: %w (%s)\n%s", err, last, l.podLogs(name))
+	}
+	done("")
+	return nil
+}
+
+// runRun waits for the run Deployment's pod to serve: its readiness probe answers and
+// kcp mode has provisioned the APIExport.
+func (l *localRun) runRun(ctx context.Context) error {
+	done := l.p.step("run (Deployment sp-" + l.opts.provider.Name + "): the provider in standard mode and kcp mode")
+	// Ready: the standard-mode manager answers its readiness probe...
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+l.probe+"/readyz", nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return false, nil
@@ -207,7 +223,7 @@ func (l *localRun) runRun(ctx context.Context) error {
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		return fmt.Errorf("run did not become ready: %w", err)
+		return fmt.Errorf("run did not become ready: %w\n%s", err, l.podLogs("sp-"+l.opts.provider.Name))
 	}
 	// ...and kcp mode has provisioned the APIExport tenants bind.
 	scheme := runtime.NewScheme()
@@ -220,9 +236,6 @@ func (l *localRun) runRun(ctx context.Context) error {
 		return err
 	}
 	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := failed(); err != nil {
-			return false, err
-		}
 		export := &apisv1alpha2.APIExport{}
 		if err := provider.Get(ctx, client.ObjectKey{Name: exportName}, export); err != nil {
 			return false, nil
@@ -230,8 +243,24 @@ func (l *localRun) runRun(ctx context.Context) error {
 		return export.Status.IdentityHash != "", nil
 	})
 	if err != nil {
-		return fmt.Errorf("kcp mode did not provision APIExport %s: %w\n%s", exportName, err, localenv.LogTail(l.runProc.Log, 20))
+		return fmt.Errorf("kcp mode did not provision APIExport %s: %w\n%s", exportName, err, l.podLogs("sp-"+l.opts.provider.Name))
 	}
 	done("APIExport " + exportName + " provisioned in " + localProviderWorkspace)
 	return nil
+}
+
+// serviceProviderImage is the image the ServiceProvider of file deploys.
+func serviceProviderImage(file string) (string, error) {
+	objs, err := localenv.ReadObjects(file)
+	if err != nil {
+		return "", err
+	}
+	if len(objs) != 1 {
+		return "", fmt.Errorf("%s: %d objects, want the ServiceProvider", file, len(objs))
+	}
+	image, _, _ := unstructured.NestedString(objs[0].Object, "spec", "image")
+	if image == "" {
+		return "", fmt.Errorf("%s: the ServiceProvider names no spec.image", file)
+	}
+	return image, nil
 }

@@ -55,7 +55,8 @@ type Local struct {
 	// (ServiceAccount kcp-serviceprovider/runtime) and its RBAC there.
 	RuntimeRBAC string
 	// ProviderConfig is applied on the platform cluster: a ProviderConfig with spec.kcp
-	// naming workspace root:providers:<Name> and Secret sp-<Name>/kcp-kubeconfig.
+	// naming workspace root:providers:<Name> and Secret openmcp-system/kcp-kubeconfig
+	// (the openmcp-operator's namespace, where the provider runs).
 	ProviderConfig string
 	// Quickstart returns the commands local prints for a tenant in kcp mode, in
 	// standard mode, and for a look at the workload cluster; state is how the commands

@@ -7,6 +7,9 @@
 // scheduling ClusterRequests and routing AccessRequests, the local platform playing
 // the cluster provider that grants access to the API servers, ControlPlanes, and a kcp
 // provider workspace with the runtime's identity.
+// The deployment controller (OperatorOptions.Controllers) renders a provider's init
+// Job and run Deployment; [Env.StartKubelet] stands in for the kubelet the bare API
+// server lacks and runs their pods as processes, as the pods' ServiceAccounts.
 //
 // `kcp-serviceprovider local`, the benchmark and (through test/harness, which adds
 // t.Cleanup and t.Fatal) every integration and end-to-end test use it. Like envtest's

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,7 +40,22 @@ type OperatorOptions struct {
 	// PurposeMappings become the scheduler's purposeMappings: which Cluster a
 	// ClusterRequest of each purpose gets.
 	PurposeMappings []PurposeMapping
+	// Controllers are its --controllers. Default: DefaultOperatorControllers. The
+	// deployment controller (ControllerDeployment) renders Jobs and Deployments that
+	// only run with a kubelet: see StartKubelet.
+	Controllers []string
 }
+
+// The openmcp-operator's controllers (its --controllers values).
+const (
+	ControllerScheduler     = "scheduler"
+	ControllerAccessRequest = "accessrequest"
+	ControllerDeployment    = "deploymentcontroller"
+)
+
+// DefaultOperatorControllers are what StartOperator runs unless told otherwise: the
+// parts of openMCP that need no cluster to run anything.
+var DefaultOperatorControllers = []string{ControllerScheduler, ControllerAccessRequest}
 
 // PurposeMapping tells the scheduler how to serve one purpose.
 type PurposeMapping struct {
@@ -67,9 +83,9 @@ type Operator struct {
 }
 
 // StartOperator runs the openmcp-operator built by hack/test-binaries.sh against the
-// platform API server, with only its scheduler and access-request controllers (the
-// deployment controller needs a kubelet to finish its Jobs and Deployments), and
-// returns once it reports ready. Leader election stays off: v1.3.0 uses a Lease name
+// platform API server, by default with only its scheduler and access-request
+// controllers (the deployment controller needs a kubelet to finish its Jobs and
+// Deployments: StartKubelet), and returns once it reports ready. Leader election stays off: v1.3.0 uses a Lease name
 // the API server rejects, and waits for the lease forever.
 func (e *Env) StartOperator(ctx context.Context, platform *APIServer, opts OperatorOptions) (*Operator, error) {
 	bin := filepath.Join(e.Assets, OperatorBinary)
@@ -82,15 +98,19 @@ func (e *Env) StartOperator(ctx context.Context, platform *APIServer, opts Opera
 	if opts.Environment == "" {
 		opts.Environment = DefaultOperatorEnvironment
 	}
+	if len(opts.Controllers) == 0 {
+		opts.Controllers = DefaultOperatorControllers
+	}
+	const name = "openmcp-operator"
 	cfg, err := operatorConfig(opts.PurposeMappings)
 	if err != nil {
 		return nil, err
 	}
-	cfgFile, err := e.WriteFile(filepath.Join("openmcp-operator", "config.yaml"), cfg)
+	cfgFile, err := e.WriteFile(filepath.Join(name, "config.yaml"), cfg)
 	if err != nil {
 		return nil, err
 	}
-	kubeconfig, err := e.WriteFile(e.KubeconfigPath("openmcp-operator"), platform.Kubeconfig())
+	kubeconfig, err := e.WriteFile(e.KubeconfigPath(name), platform.Kubeconfig())
 	if err != nil {
 		return nil, err
 	}
@@ -106,12 +126,12 @@ func (e *Env) StartOperator(ctx context.Context, platform *APIServer, opts Opera
 		return nil, err
 	}
 	health, metrics := "127.0.0.1:"+strconv.Itoa(ports[0]), "127.0.0.1:"+strconv.Itoa(ports[1])
-	p, err := e.StartProcess("openmcp-operator", bin, []string{
+	p, err := e.StartProcess(name, bin, []string{
 		"run",
 		"--environment=" + opts.Environment,
 		"--kubeconfig=" + kubeconfig,
 		"--config=" + cfgFile,
-		"--controllers=scheduler,accessrequest",
+		"--controllers=" + strings.Join(opts.Controllers, ","),
 		"--health-probe-bind-address=" + health,
 		// Plain HTTP on loopback: the tests read how often its controllers failed.
 		"--metrics-bind-address=" + metrics,
@@ -124,7 +144,7 @@ func (e *Env) StartOperator(ctx context.Context, platform *APIServer, opts Opera
 	var last error
 	if err := wait.PollUntilContextTimeout(ctx, PollInterval, time.Minute, true, func(ctx context.Context) (bool, error) {
 		if p.Exited() {
-			return false, fmt.Errorf("openmcp-operator ended (%w):\n%s", p.Ended(), LogTail(p.Log, 20))
+			return false, fmt.Errorf("%s ended (%w):\n%s", name, p.Ended(), LogTail(p.Log, 20))
 		}
 		last = getOK(ctx, hc, "http://"+health+"/readyz")
 		return last == nil, nil
@@ -132,7 +152,7 @@ func (e *Env) StartOperator(ctx context.Context, platform *APIServer, opts Opera
 		if last != nil {
 			err = fmt.Errorf("%w (last: %w)", err, last)
 		}
-		return nil, fmt.Errorf("waiting for the openmcp-operator to be ready: %w", err)
+		return nil, fmt.Errorf("waiting for %s to be ready: %w", name, err)
 	}
 	return &Operator{Process: p, Namespace: opts.Namespace, ConfigFile: cfgFile, MetricsURL: "http://" + metrics + "/metrics"}, nil
 }

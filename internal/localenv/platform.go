@@ -55,6 +55,11 @@ type PlatformOptions struct {
 	// (localplatform.Options.ClusterProviderOnly), with the MCP target exclusive as on
 	// openMCP. The assets folder must hold the operator's binary.
 	StandInScheduler bool
+	// Deployments, when set, has the operator also run its deployment controller,
+	// which renders a ServiceProvider's or PlatformService's init Job and run
+	// Deployment, and starts the kubelet stand-in (StartKubelet) that runs them. Not
+	// with StandInScheduler.
+	Deployments *KubeletOptions
 }
 
 // ProviderWorkspace is what a platform team prepares in kcp for a provider's runtime:
@@ -85,6 +90,8 @@ type Platform struct {
 	Local *localplatform.Platform
 	// Operator is the real openmcp-operator; nil with PlatformOptions.StandInScheduler.
 	Operator *Operator
+	// Kubelet runs the operator's Jobs and Deployments, with PlatformOptions.Deployments.
+	Kubelet *Kubelet
 	// ProviderCluster is the logical cluster of the provider workspace.
 	ProviderCluster logicalcluster.Name
 	// RuntimeKubeconfig is the runtime's kcp identity, with PlatformOptions.Provider.
@@ -115,6 +122,9 @@ func (p *Platform) Failed() <-chan error { return p.failed }
 // ControlPlanes and, with kcp, the provider workspace. kcp starts while the API
 // servers do. Env.Stop stops everything, also after an error.
 func (e *Env) StartPlatform(ctx context.Context, opts PlatformOptions) (*Platform, error) {
+	if opts.StandInScheduler && opts.Deployments != nil {
+		return nil, errors.New("deployments need the real openmcp-operator, not the stand-in scheduler")
+	}
 	p := &Platform{failed: make(chan error, 1)}
 	type kcpResult struct {
 		k   *KCP
@@ -226,8 +236,17 @@ func (e *Env) startLocalPlatform(ctx context.Context, p *Platform, opts Platform
 		if err := lp.EnsureClusterProfiles(ctx); err != nil {
 			return err
 		}
-		if p.Operator, err = e.StartOperator(ctx, p.Platform, OperatorOptions{PurposeMappings: mappings}); err != nil {
+		oo := OperatorOptions{PurposeMappings: mappings}
+		if opts.Deployments != nil {
+			oo.Controllers = append(slices.Clone(DefaultOperatorControllers), ControllerDeployment)
+		}
+		if p.Operator, err = e.StartOperator(ctx, p.Platform, oo); err != nil {
 			return err
+		}
+		if opts.Deployments != nil {
+			if p.Kubelet, err = e.StartKubelet(ctx, p.Platform, *opts.Deployments); err != nil {
+				return err
+			}
 		}
 	} else {
 		// The stand-in scheduler grants these itself, running or not.

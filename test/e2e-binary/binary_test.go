@@ -39,7 +39,9 @@ import (
 
 const (
 	providerName = "echo"
-	providerNS   = "sp-echo" // what the openmcp-operator names it, and the samples use
+	providerNS   = "openmcp-system" // the openmcp-operator's namespace, where it runs providers and the samples put the kcp Secret
+	initSA       = "sp-echo-init"   // the init Job's ServiceAccount, as the operator names it
+	runSA        = "sp-echo"        // the run Deployment's
 	providerWS   = "root:providers:echo"
 	managedBy    = "services.open-control-plane.io/managed-by"
 )
@@ -91,18 +93,24 @@ func TestBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// What the openmcp-operator and the platform team do: the provider's namespace and
-	// ServiceAccount, bound to config/rbac (not cluster-admin), the ServiceProvider,
-	// the kcp provider workspace with the runtime's identity, its kubeconfig Secret.
-	if err := pf.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: providerNS}}); err != nil {
+	// What the openmcp-operator and the platform team do: the operator's namespace and
+	// the init and run ServiceAccounts, bound to config/rbac (not cluster-admin), the
+	// ServiceProvider, the kcp provider workspace with the runtime's identity, its
+	// kubeconfig Secret.
+	// The local platform may have created the namespace already: it keeps its shared
+	// Clusters there, as the operator's scheduler does.
+	if err := pf.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: providerNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	if err := pf.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: providerNS, Name: providerName}}); err != nil {
-		t.Fatal(err)
+	for _, sa := range []string{initSA, runSA} {
+		if err := pf.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: providerNS, Name: sa}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	harness.ApplyYAML(ctx, t, pf, filepath.Join(repoRoot, "config/rbac/platform.yaml"))
 	harness.ApplyYAML(ctx, t, pf, filepath.Join(repoRoot, "config/deploy/serviceprovider/serviceprovider.yaml"))
-	platformKubeconfig, _ := tokenKubeconfig(ctx, t, platform.Config, providerNS, providerName, dir, "platform.kubeconfig")
+	initKubeconfig, _ := tokenKubeconfig(ctx, t, platform.Config, providerNS, initSA, dir, "platform-init.kubeconfig")
+	runKubeconfig, _ := tokenKubeconfig(ctx, t, platform.Config, providerNS, runSA, dir, "platform-run.kubeconfig")
 
 	k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "providers")
 	k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root:providers"), "echo")
@@ -117,7 +125,11 @@ func TestBinary(t *testing.T) {
 	}
 
 	operatorArgs := func(cmd string) []string {
-		return []string{cmd, "--environment=e2e", "--verbosity=DEBUG", "--provider-name=" + providerName, "--platform-kubeconfig=" + platformKubeconfig}
+		kubeconfig := initKubeconfig
+		if cmd == "run" {
+			kubeconfig = runKubeconfig
+		}
+		return []string{cmd, "--environment=e2e", "--verbosity=DEBUG", "--provider-name=" + providerName, "--platform-kubeconfig=" + kubeconfig}
 	}
 	operatorEnv := []string{"POD_NAMESPACE=" + providerNS, "POD_NAME=e2e"}
 
@@ -208,30 +220,9 @@ func TestBinary(t *testing.T) {
 	neighbourPath, _ := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "tenant-b")
 	tenant, neighbour := harness.NewClient(t, k.ConfigFor(tenantPath), echoScheme), harness.NewClient(t, k.ConfigFor(neighbourPath), echoScheme)
 	for _, c := range []client.Client{tenant, neighbour} {
-		harness.ApplyYAML(ctx, t, c, filepath.Join(repoRoot, "examples/echo/config/kcp/apibinding.yaml"))
-		harness.Eventually(ctx, t, 2*time.Minute, "APIBinding Bound", func(ctx context.Context) error {
-			b := &apisv1alpha2.APIBinding{}
-			if err := c.Get(ctx, client.ObjectKey{Name: "echo"}, b); err != nil {
-				return err
-			}
-			if b.Status.Phase != apisv1alpha2.APIBindingPhaseBound {
-				return fmt.Errorf("phase %q", b.Status.Phase)
-			}
-			return nil
-		})
+		bindSample(ctx, t, c)
 	}
-	createSample := func(t *testing.T, c client.Client) time.Time {
-		t.Helper()
-		var created time.Time
-		harness.Eventually(ctx, t, time.Minute, "sample Echo created", func(ctx context.Context) error {
-			if err := localenv.ApplyFile(ctx, c, filepath.Join(repoRoot, "examples/echo/config/samples/echo_v1alpha1_echo.yaml"), nil); err != nil {
-				return err // the binding's resource may not be served yet
-			}
-			created = time.Now()
-			return nil
-		})
-		return created
-	}
+	createSample := func(t *testing.T, c client.Client) time.Time { return createSample(ctx, t, c) }
 	wlNamespace := cluster.KCPIdentity(tenantLC.String()).TenantNamespace()
 	var workerCfg, workloadAccessCfg *rest.Config
 

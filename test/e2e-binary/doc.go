@@ -10,6 +10,15 @@
 // kubeconfig reaches the tenant's workspace and reads its Echo and nothing else, and
 // deleting the Echo removes the worker and revokes every credential the runtime created.
 //
+// TestOperatorDeploysProvider deploys the binary the platform's way: the ServiceProvider
+// of config/deploy on the platform cluster, the real openmcp-operator rendering the init
+// Job and run Deployment, the kubelet stand-in (internal/localenv) running them with the
+// rendered args and env as the operator's ServiceAccounts, cluster-admin granting
+// nothing so that config/rbac is all they have; a kcp and a standard tenant get their
+// Echo and leave nothing behind. TestOperatorDeploysPlatformService does the same with
+// the PlatformService of config/deploy/platformservice and an Echo on the platform
+// cluster.
+//
 // TestScratchProvider builds test/e2e-binary/scratch, a provider written from scratch on
 // the command package (its types, provider.go and a main.go of at most 30 lines), and
 // serves a kcp tenant with its init and run.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -180,4 +181,35 @@ func waitRejected(ctx context.Context, t testing.TB, what string, cfg *rest.Conf
 		}
 		return fmt.Errorf("still accepted (%v)", err)
 	})
+}
+
+// bindSample binds the echo export in a tenant workspace with the sample APIBinding and
+// waits until it is bound.
+func bindSample(ctx context.Context, t testing.TB, c client.Client) {
+	t.Helper()
+	harness.ApplyYAML(ctx, t, c, filepath.Join(repoRoot, "examples/echo/config/kcp/apibinding.yaml"))
+	harness.Eventually(ctx, t, 2*time.Minute, "APIBinding Bound", func(ctx context.Context) error {
+		b := &apisv1alpha2.APIBinding{}
+		if err := c.Get(ctx, client.ObjectKey{Name: "echo"}, b); err != nil {
+			return err
+		}
+		if b.Status.Phase != apisv1alpha2.APIBindingPhaseBound {
+			return fmt.Errorf("phase %q", b.Status.Phase)
+		}
+		return nil
+	})
+}
+
+// createSample creates the sample Echo (examples/echo/config/samples) and returns when.
+func createSample(ctx context.Context, t testing.TB, c client.Client) time.Time {
+	t.Helper()
+	var created time.Time
+	harness.Eventually(ctx, t, time.Minute, "sample Echo created", func(ctx context.Context) error {
+		if err := localenv.ApplyFile(ctx, c, filepath.Join(repoRoot, "examples/echo/config/samples/echo_v1alpha1_echo.yaml"), nil); err != nil {
+			return err // the binding's resource may not be served yet
+		}
+		created = time.Now()
+		return nil
+	})
+	return created
 }

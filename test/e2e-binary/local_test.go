@@ -121,9 +121,10 @@ func TestLocal(t *testing.T) {
 				t.Errorf("files written outside the state folder: %v", files)
 			}
 		}
-		for _, f := range []string{"logs/run.log", "logs/kcp.log", "logs/init.log"} {
-			if _, err := os.Stat(filepath.Join(state, f)); err != nil {
-				t.Errorf("state folder lacks %s: %v", f, err)
+		// The pods of the operator's init Job and run Deployment, and kcp.
+		for _, pattern := range []string{"logs/pod-openmcp-system-sp-echo-init-*.log", "logs/pod-openmcp-system-sp-echo-?????-?????.log", "logs/kcp.log"} {
+			if m, _ := filepath.Glob(filepath.Join(state, pattern)); len(m) == 0 {
+				t.Errorf("state folder lacks %s", pattern)
 			}
 		}
 		// The servers' data is removed; only the logs stay.

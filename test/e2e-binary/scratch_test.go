@@ -58,7 +58,7 @@ func TestScratchProvider(t *testing.T) {
 
 	const (
 		name       = "notes"
-		namespace  = "sp-notes"
+		namespace  = localenv.DefaultOperatorNamespace     // where the openmcp-operator runs providers
 		exportName = "notes.scratch.open-control-plane.io" // the Service API's group: the default
 		workspace  = "root:providers:notes"
 	)
