@@ -309,7 +309,16 @@ func (e *Engine[T]) resolve(ctx context.Context, t Target[T], pc provider.Provid
 	if err != nil {
 		return nil, err
 	}
-	tenant.MCP = mcp
+	tenant.MCP, tenant.Worker = mcp, mcp
+	if wt, ok := e.opts.Tenancy.(WorkerTenancy[T]); ok {
+		worker, err := wt.EndUserWorker(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		if worker != nil {
+			tenant.Worker = worker
+		}
+	}
 	if e.opts.Workload != nil {
 		wl, err := e.opts.Workload.Ensure(ctx, t.Key)
 		if err != nil {
