@@ -78,7 +78,7 @@ func (Provider) CreateOrUpdate(ctx context.Context, w *Widget) (provider.Result,
 					o.Data = pullData
 					return nil
 				}
-				o.Data = map[string][]byte{"kubeconfig": cluster.MCPKubeconfigFromCtx(ctx)}
+				o.Data = map[string][]byte{"kubeconfig": cluster.WorkerKubeconfigFromCtx(ctx)}
 			}
 			return nil
 		}); err != nil {
