@@ -24,6 +24,7 @@ type Builder[T provider.Object] struct {
 	workload       bool
 	workloadPerms  workload.Permissions
 	mcpPerms       workload.Permissions
+	workerPerms    *workload.Permissions
 	kcp            apiexport.Provisionable
 	errs           []error
 }
@@ -60,10 +61,25 @@ func (b *Builder[T]) WorkloadCluster(perms workload.Permissions) *Builder[T] {
 	return b
 }
 
-// MCPPermissions declares what the provider (and the kubeconfig it hands its worker)
-// needs on the end-user cluster.
+// MCPPermissions declares what the provider needs on the end-user cluster, and, unless
+// WorkerMCPPermissions declares the worker's apart, what the kubeconfig it hands its
+// worker may do there.
 func (b *Builder[T]) MCPPermissions(perms workload.Permissions) *Builder[T] {
 	b.mcpPerms = perms
+	return b
+}
+
+// WorkerMCPPermissions declares what the provider's long-running worker may do on the
+// end-user cluster, apart from the provider's own rights (MCPPermissions), which a
+// provider needs for installing (CRDs, bindings) and its worker should not keep. The
+// runtime then holds two credentials per tenant, each allowed only what was declared
+// for it: in kcp mode two ServiceAccounts with a ClusterRole each in the tenant's
+// workspace, in standard mode two AccessRequests for the ControlPlane. The provider
+// reaches the end-user cluster with its own (cluster.MCPFromCtx) and hands the
+// worker's to its worker (cluster.WorkerKubeconfigFromCtx). Deletion removes both.
+// Platform-service mode serves one credential (the platform's grant) to both.
+func (b *Builder[T]) WorkerMCPPermissions(perms workload.Permissions) *Builder[T] {
+	b.workerPerms = &perms
 	return b
 }
 
@@ -108,7 +124,7 @@ func (b *Builder[T]) Complete(r provider.Reconciler[T]) (*Runtime[T], error) {
 	return &Runtime[T]{decl: declarations[T]{
 		name: b.name, scheme: b.scheme, gvk: gvk, listGVK: listGVK,
 		object: b.object, providerConfig: b.providerConfig,
-		workload: b.workload, workloadPerms: b.workloadPerms, mcpPerms: b.mcpPerms,
+		workload: b.workload, workloadPerms: b.workloadPerms, mcpPerms: b.mcpPerms, workerPerms: b.workerPerms,
 		kcp: b.kcp, reconciler: r,
 	}}, nil
 }
@@ -123,8 +139,11 @@ type declarations[T provider.Object] struct {
 	workload       bool
 	workloadPerms  workload.Permissions
 	mcpPerms       workload.Permissions
-	kcp            apiexport.Provisionable
-	reconciler     provider.Reconciler[T]
+	// workerPerms are the worker's on the end-user cluster when declared apart; nil
+	// when it shares the provider's credential.
+	workerPerms *workload.Permissions
+	kcp         apiexport.Provisionable
+	reconciler  provider.Reconciler[T]
 }
 
 func (d *declarations[T]) newObject() T {

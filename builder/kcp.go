@@ -86,19 +86,29 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 		return nil, err
 	}
 
-	minter := tokens.New(tokens.Options{
-		Direct:       c.Direct,
-		Identity:     c.Identity,
-		ProviderName: r.decl.name,
-		Rules:        policyRules(r.decl.mcpPerms),
-		Labels:       map[string]string{ManagedByLabel: r.decl.name},
-		Observe:      metrics.TokenObserver(r.decl.name),
-	})
+	newMinter := func(account string, perms workload.Permissions) *tokens.Minter {
+		return tokens.New(tokens.Options{
+			Direct:       c.Direct,
+			Identity:     c.Identity,
+			ProviderName: r.decl.name,
+			Account:      account,
+			Rules:        policyRules(perms),
+			Labels:       map[string]string{ManagedByLabel: r.decl.name},
+			Observe:      metrics.TokenObserver(r.decl.name),
+		})
+	}
+	minters := []*tokens.Minter{newMinter("", r.decl.mcpPerms)}
+	var workerMinter *tokens.Minter
+	if r.decl.workerPerms != nil {
+		// The worker's own ServiceAccount and ClusterRole, "<name>-worker".
+		workerMinter = newMinter("worker", *r.decl.workerPerms)
+		minters = append(minters, workerMinter)
+	}
 	// Tampering with the worker's access in a workspace is repaired within seconds.
-	accessWatch := workspaces.NewAccessWatch(minter, r.decl.scheme, map[string]string{ManagedByLabel: r.decl.name})
+	accessWatch := workspaces.NewAccessWatch(r.decl.scheme, map[string]string{ManagedByLabel: r.decl.name}, minters...)
 	objects.OnVirtualWorkspace(accessWatch.VirtualWorkspace)
 	tenancy := workspaces.NewTenancy[T](workspaces.Options{
-		Minter: minter, NewList: r.decl.newList, Kind: r.decl.gvk.Kind,
+		Minter: minters[0], WorkerMinter: workerMinter, NewList: r.decl.newList, Kind: r.decl.gvk.Kind,
 		Scheme: r.decl.scheme, Tune: opts.tune, RetryInterval: opts.RetryInterval,
 	})
 	e, err := engine.Register(mgr, r.engineOptions(mgr, tenancy, workspaces.Labels, opts), engine.Setup{

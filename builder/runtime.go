@@ -280,7 +280,7 @@ func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcm
 	}
 	platform := mgr.GetLocalManager().GetClient()
 	tenancy := onboarding.NewTenancy[T](platform, onboarding.Options{
-		ProviderName: r.decl.name, Permissions: r.decl.mcpPerms, Scheme: r.decl.scheme,
+		ProviderName: r.decl.name, Permissions: r.decl.mcpPerms, WorkerPermissions: r.decl.workerPerms, Scheme: r.decl.scheme,
 		RetryInterval: opts.RetryInterval, GrantTimeout: opts.GrantTimeout, Tune: opts.tune,
 	})
 	e, err := engine.Register(mgr, r.engineOptions(mgr, tenancy, onboarding.Labels, opts), engine.Setup{

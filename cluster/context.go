@@ -80,6 +80,11 @@ type Tenant struct {
 	// it for a tenant whose object is gone (see provider.Reconciler), and in Delete of
 	// an object whose access was never granted.
 	MCP *Access
+	// Worker is the end-user cluster again, with the credential the provider hands
+	// its long-running worker: one of its own, allowed only what the provider declared
+	// for the worker, when it declared that apart from its own rights (see
+	// builder.Builder.WorkerMCPPermissions); otherwise the same as MCP. nil in Delete.
+	Worker *Access
 	// Workload is the workload cluster, nil when not requested or not yet granted.
 	Workload *Access
 	// ProviderConfig is the provider's loaded ProviderConfig.
@@ -154,6 +159,7 @@ func access(ctx context.Context, pick func(*Tenant) *Access) *Access {
 }
 
 func mcp(t *Tenant) *Access      { return t.MCP }
+func worker(t *Tenant) *Access   { return t.Worker }
 func workload(t *Tenant) *Access { return t.Workload }
 
 // MCPFromCtx is a client for the end-user cluster.
@@ -170,6 +176,32 @@ func MCPKubeconfigFromCtx(ctx context.Context) []byte {
 		return a.Kubeconfig
 	}
 	return nil
+}
+
+// WorkerFromCtx is a client for the end-user cluster with the worker's credential
+// (Tenant.Worker): what the worker will be allowed there, for a provider that checks
+// it. nil in Delete.
+func WorkerFromCtx(ctx context.Context) client.Client {
+	if a := access(ctx, worker); a != nil {
+		return a.Client
+	}
+	return nil
+}
+
+// WorkerKubeconfigFromCtx is the raw end-user kubeconfig of the worker's credential:
+// what a provider hands its long-running worker. Without worker rights declared apart
+// it is MCPKubeconfigFromCtx's. Never log it.
+func WorkerKubeconfigFromCtx(ctx context.Context) []byte {
+	if a := access(ctx, worker); a != nil {
+		return a.Kubeconfig
+	}
+	return nil
+}
+
+// WorkerConfigFromCtx is a copy of the REST config of the worker's credential, for
+// workers configured by host, CA and token (see Access.Endpoint).
+func WorkerConfigFromCtx(ctx context.Context) *rest.Config {
+	return configOf(access(ctx, worker))
 }
 
 // WorkloadFromCtx is a client for the workload cluster, nil when not requested or not

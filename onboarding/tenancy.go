@@ -36,12 +36,20 @@ const ClusterName = "onboarding"
 // MCPRegistrationID names the end-user registration; its AccessRequests end in "--mcp".
 const MCPRegistrationID = "mcp"
 
+// WorkerRegistrationID names the registration of the worker's own end-user access
+// (Options.WorkerPermissions); its AccessRequests end in "--mcp-worker".
+const WorkerRegistrationID = "mcp-worker"
+
 // Options configure standard mode.
 type Options struct {
 	// ProviderName names requests and labels them as managed by the provider.
 	ProviderName string
 	// Permissions the provider needs on the tenant's MCP.
 	Permissions workload.Permissions
+	// WorkerPermissions, when set, are what the provider's worker may do on the
+	// tenant's MCP, ordered as an AccessRequest of their own; nil shares the
+	// provider's.
+	WorkerPermissions *workload.Permissions
 	// Scheme of the MCP client.
 	Scheme *runtime.Scheme
 	// RetryInterval while waiting for a grant.
@@ -73,6 +81,7 @@ func Labels(req reconcile.Request) map[string]string {
 // Tenancy is standard mode for the engine.
 type Tenancy[T provider.Object] struct {
 	mcp      *access.Requester
+	worker   *access.Requester // nil without Options.WorkerPermissions
 	platform client.Client
 	retry    time.Duration
 
@@ -83,8 +92,9 @@ type Tenancy[T provider.Object] struct {
 }
 
 var (
-	_ engine.Tenancy[provider.Object] = &Tenancy[provider.Object]{}
-	_ engine.Recorder                 = &Tenancy[provider.Object]{}
+	_ engine.Tenancy[provider.Object]       = &Tenancy[provider.Object]{}
+	_ engine.WorkerTenancy[provider.Object] = &Tenancy[provider.Object]{}
+	_ engine.Recorder                       = &Tenancy[provider.Object]{}
 )
 
 // controlPlaneRequest is the ClusterRequest of the ControlPlane an object is named
@@ -101,7 +111,22 @@ func controlPlaneRequest(req reconcile.Request) (client.ObjectKey, error) {
 // NewTenancy returns standard mode, ordering MCP access with the platform client (the
 // mode's cached client: it also reads the ControlPlanes' ClusterRequests).
 func NewTenancy[T provider.Object](platform client.Client, opts Options) *Tenancy[T] {
-	reg := advanced.ExistingClusterRequest(MCPRegistrationID, MCPRegistrationID, func(req reconcile.Request, _ ...any) (*commonapi.ObjectReference, error) {
+	retry := opts.RetryInterval
+	if retry <= 0 {
+		retry = 10 * time.Second
+	}
+	t := &Tenancy[T]{platform: platform, retry: retry, missing: map[types.NamespacedName]int{},
+		mcp: mcpRequester(platform, opts, MCPRegistrationID, opts.Permissions)}
+	if opts.WorkerPermissions != nil {
+		t.worker = mcpRequester(platform, opts, WorkerRegistrationID, *opts.WorkerPermissions)
+	}
+	return t
+}
+
+// mcpRequester orders token access with perms to the ControlPlane an object is named
+// after, under the registration id (also the requests' name suffix).
+func mcpRequester(platform client.Client, opts Options, id string, perms workload.Permissions) *access.Requester {
+	reg := advanced.ExistingClusterRequest(id, id, func(req reconcile.Request, _ ...any) (*commonapi.ObjectReference, error) {
 		key, err := controlPlaneRequest(req)
 		if err != nil {
 			return nil, err
@@ -109,26 +134,21 @@ func NewTenancy[T provider.Object](platform client.Client, opts Options) *Tenanc
 		return &commonapi.ObjectReference{Name: key.Name, Namespace: key.Namespace}, nil
 	}).
 		WithNamespaceGenerator(access.NamespaceFromIdentity).
-		WithTokenAccess(&clustersv1alpha1.TokenConfig{Permissions: opts.Permissions.Rules, RoleRefs: opts.Permissions.RoleRefs}).
+		WithTokenAccess(&clustersv1alpha1.TokenConfig{Permissions: perms.Rules, RoleRefs: perms.RoleRefs}).
 		WithScheme(opts.Scheme).
 		Build()
-	retry := opts.RetryInterval
-	if retry <= 0 {
-		retry = 10 * time.Second
-	}
-	return &Tenancy[T]{platform: platform, retry: retry, missing: map[types.NamespacedName]int{},
-		mcp: access.New(platform, access.Options{
-			ControllerName:   opts.ProviderName,
-			Registration:     reg,
-			Labels:           Labels,
-			RetryInterval:    opts.RetryInterval,
-			Scheme:           opts.Scheme,
-			DeniedReason:     v1alpha1.ReasonAccessDenied,
-			WaitingReason:    v1alpha1.ReasonWaitingForAccess,
-			NotGrantedReason: v1alpha1.ReasonAccessNotGranted,
-			GrantTimeout:     opts.GrantTimeout,
-			Tune:             opts.Tune,
-		})}
+	return access.New(platform, access.Options{
+		ControllerName:   opts.ProviderName,
+		Registration:     reg,
+		Labels:           Labels,
+		RetryInterval:    opts.RetryInterval,
+		Scheme:           opts.Scheme,
+		DeniedReason:     v1alpha1.ReasonAccessDenied,
+		WaitingReason:    v1alpha1.ReasonWaitingForAccess,
+		NotGrantedReason: v1alpha1.ReasonAccessNotGranted,
+		GrantTimeout:     opts.GrantTimeout,
+		Tune:             opts.Tune,
+	})
 }
 
 // Mode is standard.
@@ -197,6 +217,15 @@ func (t *Tenancy[T]) controlPlaneExists(ctx context.Context, req reconcile.Reque
 	}
 }
 
+// EndUserWorker orders the worker's own access to the tenant's MCP
+// (engine.WorkerTenancy); nil when the worker shares the provider's.
+func (t *Tenancy[T]) EndUserWorker(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
+	if t.worker == nil {
+		return nil, nil
+	}
+	return t.worker.Ensure(ctx, tg.Key)
+}
+
 // LookupEndUser returns existing MCP access.
 func (t *Tenancy[T]) LookupEndUser(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
 	return t.mcp.Lookup(ctx, tg.Key)
@@ -209,8 +238,13 @@ func (t *Tenancy[T]) Record(ctx context.Context, key access.Key, annotation, val
 	return t.mcp.Record(ctx, key, annotation, value)
 }
 
-// ReleaseEndUser deletes the MCP AccessRequest.
+// ReleaseEndUser deletes the MCP AccessRequests: the worker's, then the provider's.
 func (t *Tenancy[T]) ReleaseEndUser(ctx context.Context, tg engine.Target[T]) (bool, error) {
+	if t.worker != nil {
+		if done, err := t.worker.Release(ctx, tg.Key); err != nil || !done {
+			return false, err
+		}
+	}
 	done, err := t.mcp.Release(ctx, tg.Key)
 	if done {
 		t.mu.Lock()

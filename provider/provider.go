@@ -21,8 +21,9 @@ type Object interface {
 type Reconciler[T Object] interface {
 	// CreateOrUpdate installs or updates the service for obj. It is called again when
 	// obj, the ProviderConfig or the tenant's credentials change, so it must be
-	// idempotent. It may record what it installed in obj's status Resources and add
-	// conditions of its own; the runtime writes them. An error is retried with
+	// idempotent. It may record what it installed in obj's status Resources, add
+	// conditions of its own, fill status fields of its own type and set labels on obj;
+	// the runtime writes them with its own status in one write. An error is retried with
 	// backoff, unless it is Terminal. A panic is recovered: the object shows
 	// Ready=False with reason ProviderPanic and the runtime retries with backoff.
 	CreateOrUpdate(ctx context.Context, obj T) (Result, error)

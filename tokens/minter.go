@@ -1,6 +1,7 @@
 package tokens
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +37,11 @@ type Options struct {
 	// ClusterRoles and ClusterRoleBindings "<ProviderName>-workload" and
 	// "<ProviderName>-token-requester", and the default ServiceAccount. Required.
 	ProviderName string
+	// Account tells apart the credentials of one provider when it keeps more than one
+	// in each workspace (its own and its worker's): the Minter's objects are then
+	// named "<ProviderName>-<Account>" and "<ProviderName>-<Account>-token-requester".
+	// Empty keeps the names above.
+	Account string
 	// ServiceAccount is the workload's ServiceAccount in each tenant workspace; its
 	// namespace must exist there. Default: default/<ProviderName>-workload.
 	ServiceAccount types.NamespacedName
@@ -105,7 +111,7 @@ type cacheEntry struct {
 // New returns a Minter. Problems with opts are reported by the first Ensure.
 func New(opts Options) *Minter {
 	if opts.ServiceAccount.Name == "" {
-		opts.ServiceAccount.Name = opts.ProviderName + "-workload"
+		opts.ServiceAccount.Name = opts.ProviderName + "-" + cmp.Or(opts.Account, "workload")
 	}
 	if opts.ServiceAccount.Namespace == "" {
 		opts.ServiceAccount.Namespace = metav1.NamespaceDefault
@@ -138,8 +144,16 @@ func New(opts Options) *Minter {
 // workspaces.
 func (m *Minter) ServiceAccount() types.NamespacedName { return m.opts.ServiceAccount }
 
-func (m *Minter) workloadName() string  { return m.opts.ProviderName + "-workload" }
-func (m *Minter) requesterName() string { return m.opts.ProviderName + "-token-requester" }
+func (m *Minter) workloadName() string {
+	return m.opts.ProviderName + "-" + cmp.Or(m.opts.Account, "workload")
+}
+
+func (m *Minter) requesterName() string {
+	if m.opts.Account == "" {
+		return m.opts.ProviderName + "-token-requester"
+	}
+	return m.workloadName() + "-token-requester"
+}
 
 func (m *Minter) init() error {
 	m.initOnce.Do(func() {

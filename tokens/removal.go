@@ -28,6 +28,16 @@ type Removal struct {
 	labels map[string]string
 }
 
+// Join is the removal of two credentials in one workspace (a provider's and its
+// worker's, minted by two Minters): revoked when both are, with the leftovers of both.
+func (r Removal) Join(o Removal) Removal {
+	j := Removal{Revoked: r.Revoked && o.Revoked, Left: append(slices.Clone(r.Left), o.Left...), labels: r.labels}
+	if j.labels == nil {
+		j.labels = o.labels
+	}
+	return j
+}
+
 // Leftover is an object Remove could not delete.
 type Leftover struct {
 	// Kind and Name name the object (Name is namespace/name for the ServiceAccount).

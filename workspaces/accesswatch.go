@@ -36,7 +36,7 @@ import (
 // Wire it with SharedWatch.OnVirtualWorkspace (it learns the virtual workspace URLs
 // there) and Source as a source of the engine's controller (engine.Setup.Sources).
 type AccessWatch struct {
-	minter   *tokens.Minter
+	minters  []*tokens.Minter
 	scheme   *runtime.Scheme
 	selector labels.Selector
 
@@ -48,10 +48,10 @@ type AccessWatch struct {
 	lister  engine.ClusterLister
 }
 
-// NewAccessWatch returns an AccessWatch of the objects minter keeps, which carry
-// managedBy.
-func NewAccessWatch(minter *tokens.Minter, scheme *runtime.Scheme, managedBy map[string]string) *AccessWatch {
-	return &AccessWatch{minter: minter, scheme: scheme, selector: labels.SelectorFromSet(managedBy), seen: map[string]bool{}}
+// NewAccessWatch returns an AccessWatch of the objects the minters keep (the
+// provider's credential and, declared apart, its worker's), which carry managedBy.
+func NewAccessWatch(scheme *runtime.Scheme, managedBy map[string]string, minters ...*tokens.Minter) *AccessWatch {
+	return &AccessWatch{minters: minters, scheme: scheme, selector: labels.SelectorFromSet(managedBy), seen: map[string]bool{}}
 }
 
 // VirtualWorkspace is told of a virtual workspace (one per kcp shard); it watches it
@@ -129,7 +129,12 @@ func (w *AccessWatch) changed(o any, deleted bool) {
 		return
 	}
 	lc := logicalcluster.From(obj)
-	if !w.minter.Drifted(lc, obj, deleted) {
+	drifted := false
+	for _, m := range w.minters {
+		// Each minter is told: only the one whose object it is reports drift.
+		drifted = m.Drifted(lc, obj, deleted) || drifted
+	}
+	if !drifted {
 		return
 	}
 	log.FromContext(w.ctx).V(1).Info("the worker's access changed in a workspace", "cluster", lc,

@@ -37,8 +37,13 @@ func Labels(req reconcile.Request) map[string]string {
 
 // Options configure kcp mode's tenancy.
 type Options struct {
-	// Minter mints the tenant's end-user credentials.
+	// Minter mints the tenant's end-user credentials: the provider's, and the worker's
+	// too unless WorkerMinter is set.
 	Minter *tokens.Minter
+	// WorkerMinter, when set, mints the worker's credential apart (a ServiceAccount and
+	// ClusterRole of its own, with the worker's rules), so the worker holds none of the
+	// provider's install-time rights.
+	WorkerMinter *tokens.Minter
 	// NewList returns an empty list of the Service type (for the singleton rule).
 	NewList func() client.ObjectList
 	// Kind names the Service type in messages.
@@ -56,12 +61,18 @@ type Tenancy[T provider.Object] struct {
 	opts Options
 
 	mu      sync.Mutex
-	clients map[logicalcluster.Name]cachedClient
+	clients map[clientKey]cachedClient
 	// direct are uncached virtual-workspace clients per workspace, for the token
 	// minter: the cluster's own client reads from the shared wildcard cache, which would
 	// start informers on every workspace's ServiceAccounts and RBAC (and the claims
 	// grant no list/watch).
 	direct map[logicalcluster.Name]client.Client
+}
+
+// clientKey names one credential of a workspace: the provider's or the worker's.
+type clientKey struct {
+	lc     logicalcluster.Name
+	worker bool
 }
 
 type cachedClient struct {
@@ -74,7 +85,7 @@ func NewTenancy[T provider.Object](opts Options) *Tenancy[T] {
 	if opts.RetryInterval == 0 {
 		opts.RetryInterval = 30 * time.Second
 	}
-	return &Tenancy[T]{opts: opts, clients: map[logicalcluster.Name]cachedClient{}, direct: map[logicalcluster.Name]client.Client{}}
+	return &Tenancy[T]{opts: opts, clients: map[clientKey]cachedClient{}, direct: map[logicalcluster.Name]client.Client{}}
 }
 
 // Mode is kcp.
@@ -97,12 +108,30 @@ func (t *Tenancy[T]) Admit(ctx context.Context, tg engine.Target[T]) error {
 // EndUser mints (or reuses) the tenant's workspace credential and returns a client
 // built from it.
 func (t *Tenancy[T]) EndUser(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
+	a, err := t.ensure(ctx, tg, t.opts.Minter, false)
+	if err == nil {
+		t.markProvisioned(tg.Object)
+	}
+	return a, err
+}
+
+// EndUserWorker mints (or reuses) the worker's own workspace credential
+// (engine.WorkerTenancy); nil when the worker shares the provider's.
+func (t *Tenancy[T]) EndUserWorker(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
+	if t.opts.WorkerMinter == nil {
+		return nil, nil
+	}
+	return t.ensure(ctx, tg, t.opts.WorkerMinter, true)
+}
+
+// ensure has m mint (or reuse) one credential of the workspace.
+func (t *Tenancy[T]) ensure(ctx context.Context, tg engine.Target[T], m *tokens.Minter, worker bool) (*cluster.Access, error) {
 	lc := logicalcluster.Name(tg.ClusterName)
 	ws, err := t.directClient(tg)
 	if err != nil {
 		return nil, err
 	}
-	cred, err := t.opts.Minter.Ensure(ctx, ws, lc)
+	cred, err := m.Ensure(ctx, ws, lc)
 	if err != nil {
 		var claim *tokens.ClaimNotAcceptedError
 		var foreign *tokens.NotManagedError
@@ -118,7 +147,6 @@ func (t *Tenancy[T]) EndUser(ctx context.Context, tg engine.Target[T]) (*cluster
 		}
 		return nil, fmt.Errorf("workspace credential: %w", err)
 	}
-	t.markProvisioned(tg.Object)
 	if len(cred.Repaired) > 0 {
 		// Said on the object before the provider hands the worker its access again
 		// (the next reconcile, at once): while it was broken, the service was not
@@ -129,7 +157,7 @@ func (t *Tenancy[T]) EndUser(ctx context.Context, tg engine.Target[T]) (*cluster
 			Message: "someone changed what the runtime keeps in this workspace for the worker (" + strings.Join(cred.Repaired, ", ") +
 				"); the runtime restored it and is handing the worker its access again"}
 	}
-	return t.accessFor(lc, cred)
+	return t.accessFor(clientKey{lc: lc, worker: worker}, cred)
 }
 
 // repairedRequeue is how soon the reconcile after a repair hands the worker its access.
@@ -137,10 +165,10 @@ const repairedRequeue = 100 * time.Millisecond
 
 // accessFor returns the client of a credential, reusing the one built for the same
 // token.
-func (t *Tenancy[T]) accessFor(lc logicalcluster.Name, cred *tokens.Credential) (*cluster.Access, error) {
+func (t *Tenancy[T]) accessFor(key clientKey, cred *tokens.Credential) (*cluster.Access, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if c, ok := t.clients[lc]; ok && c.token == cred.Token {
+	if c, ok := t.clients[key]; ok && c.token == cred.Token {
 		return c.access, nil
 	}
 	a, err := access.FromKubeconfig(cred.Kubeconfig, t.opts.Scheme, t.opts.Tune)
@@ -150,7 +178,7 @@ func (t *Tenancy[T]) accessFor(lc logicalcluster.Name, cred *tokens.Credential) 
 	// The Minter renews the token at this point on the next Ensure; the engine comes
 	// back by then so the worker's kubeconfig is replaced in time.
 	a.RenewAt = cred.RenewAt
-	t.clients[lc] = cachedClient{token: cred.Token, access: a}
+	t.clients[key] = cachedClient{token: cred.Token, access: a}
 	return a, nil
 }
 
@@ -159,12 +187,15 @@ func (t *Tenancy[T]) accessFor(lc logicalcluster.Name, cred *tokens.Credential) 
 // workspace whose claims were rejected after provisioning (cleanup must wait) from
 // one that never accepted them (nothing to clean up).
 func (t *Tenancy[T]) markProvisioned(obj T) {
-	sa := t.opts.Minter.ServiceAccount()
+	msg := fmt.Sprintf("the runtime keeps ServiceAccount %s and its RBAC in this workspace for the worker; deleting this %s removes them",
+		t.opts.Minter.ServiceAccount(), t.opts.Kind)
+	if t.opts.WorkerMinter != nil {
+		msg = fmt.Sprintf("the runtime keeps ServiceAccounts %s (the provider's) and %s (the worker's) and their RBAC in this workspace; deleting this %s removes them",
+			t.opts.Minter.ServiceAccount(), t.opts.WorkerMinter.ServiceAccount(), t.opts.Kind)
+	}
 	meta.SetStatusCondition(&obj.GetServiceStatus().Conditions, metav1.Condition{
 		Type: v1alpha1.ConditionWorkspaceAccess, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonProvisioned,
-		ObservedGeneration: obj.GetGeneration(),
-		Message: fmt.Sprintf("the runtime keeps ServiceAccount %s and its RBAC in this workspace for the worker; deleting this %s removes them",
-			sa, t.opts.Kind),
+		ObservedGeneration: obj.GetGeneration(), Message: msg,
 	})
 }
 
@@ -176,7 +207,7 @@ func (t *Tenancy[T]) LookupEndUser(ctx context.Context, tg engine.Target[T]) (*c
 	if cred == nil {
 		return nil, nil
 	}
-	return t.accessFor(lc, cred)
+	return t.accessFor(clientKey{lc: lc}, cred)
 }
 
 // ReleaseEndUser removes the workspace ServiceAccount and its RBAC. It is done once the
@@ -191,11 +222,18 @@ func (t *Tenancy[T]) ReleaseEndUser(ctx context.Context, tg engine.Target[T]) (b
 		return false, err
 	}
 	r, err := t.opts.Minter.Remove(ctx, ws, lc)
+	if t.opts.WorkerMinter != nil && err == nil {
+		var worker tokens.Removal
+		if worker, err = t.opts.WorkerMinter.Remove(ctx, ws, lc); err == nil {
+			r = worker.Join(r)
+		}
+	}
 	if err != nil {
 		return false, fmt.Errorf("removing workspace credential: %w", err)
 	}
 	t.mu.Lock()
-	delete(t.clients, lc)
+	delete(t.clients, clientKey{lc: lc})
+	delete(t.clients, clientKey{lc: lc, worker: true})
 	t.mu.Unlock()
 	if !r.Done() && (provisioned(tg.Object) || !onlyClaimsRefused(r)) {
 		log.FromContext(ctx).Info("deletion waits: the workspace credential cannot be removed completely", "left", r.Explain())

@@ -18,15 +18,25 @@ const (
 	PhaseTerminating Phase = "Terminating"
 )
 
-// ServiceStatus is the status of a Service API object. The runtime owns it: providers
-// report content through their Result and the Resources they installed, and the runtime
-// writes it, patching only when it changed.
+// ServiceStatus is the status of a Service API object. The runtime owns its phase,
+// Ready condition, observed generation and identity; providers report through their
+// Result, the Resources they installed and conditions of their own. A provider that
+// needs more embeds it inline in a status type of its own:
+//
+//	type EchoStatus struct {
+//		v1alpha1.ServiceStatus `json:",inline"`
+//		Installed []InstalledResource `json:"installed,omitempty"`
+//	}
+//
+// The runtime writes that whole status in one patch per reconcile, and only when it
+// changed.
 type ServiceStatus struct {
 	// ObservedGeneration is the metadata.generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Phase is Ready, Progressing or Terminating.
+	// Phase is Ready, Progressing or Terminating: the runtime's summary. A provider
+	// with phases of its own keeps them in fields of its own status type.
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
 

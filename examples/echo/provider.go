@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -18,7 +19,6 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	rtv1alpha1 "github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/examples/echo/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
@@ -29,6 +29,13 @@ import (
 const (
 	WorkerName       = "echo-worker"
 	KubeconfigSecret = "echo-worker-kubeconfig"
+	// PullSecret is the copy of the ProviderConfig's spec.imagePullSecret.
+	PullSecret = "echo-pull-secret"
+	// InfoConfigMap is what the provider publishes to the tenant on the end-user
+	// cluster, in namespace InfoNamespace, with its own credential: the worker's
+	// version and message. The worker's credential cannot touch it.
+	InfoConfigMap = "echo-info"
+	InfoNamespace = "default"
 	// KubeconfigKey is the Secret's data key, and the file name in the worker's mount.
 	KubeconfigKey = "kubeconfig"
 	// kubeconfigDir is where the worker finds its kubeconfig. The kubelet updates a
@@ -59,15 +66,21 @@ func (Provider) CreateOrUpdate(ctx context.Context, e *v1alpha1.Echo) (provider.
 	config := cluster.ProviderConfigFromCtx[*v1alpha1.ProviderConfig](ctx)
 	version, ok := config.Version(e.Spec.Version)
 	if !ok {
-		return provider.Result{}, fmt.Errorf("version %q is not offered; choose one of: %s", e.Spec.Version, strings.Join(config.VersionNames(), ", "))
+		// Bad input: shown once, retried only when the Echo or the config changes.
+		return provider.Result{}, provider.Terminal(fmt.Errorf("version %q is not offered; choose one of: %s", e.Spec.Version, strings.Join(config.VersionNames(), ", ")))
 	}
-	kubeconfig := cluster.MCPKubeconfigFromCtx(ctx)
+	// The worker's own credential: only what WorkerMCPPermissions declares.
+	kubeconfig := cluster.WorkerKubeconfigFromCtx(ctx)
 	if len(kubeconfig) == 0 {
 		return provider.Result{}, errors.New("no end-user kubeconfig to hand the worker")
 	}
 	wl := cluster.WorkloadFromCtx(ctx)
 	id := cluster.IdentityFromCtx(ctx)
 	ns := id.TenantNamespace()
+	var installed []v1alpha1.InstalledResource
+	note := func(clusterName, kind, namespace, name, phase, message string) {
+		installed = append(installed, v1alpha1.InstalledResource{Cluster: clusterName, Kind: kind, Namespace: namespace, Name: name, Phase: phase, Message: message})
+	}
 
 	// The namespace is the tenant's on this shared cluster, possibly used by other
 	// services too: create it when missing, never change or delete it.
@@ -83,7 +96,15 @@ func (Provider) CreateOrUpdate(ctx context.Context, e *v1alpha1.Echo) (provider.
 	case namespace.DeletionTimestamp != nil:
 		return provider.Pending(fmt.Sprintf("namespace %s on the workload cluster is still terminating", ns), 10*time.Second), nil
 	}
+	note("workload", "Namespace", "", ns, "Applied", "the tenant's namespace on the workload cluster, kept when the Echo goes")
 
+	pullSecret, err := copyPullSecret(ctx, wl, config, ns, version.Name)
+	if err != nil {
+		return provider.Result{}, err
+	}
+	if pullSecret != "" {
+		note("workload", "Secret", ns, PullSecret, "Copied", "from "+cluster.ProviderNamespaceFromCtx(ctx)+"/"+pullSecret+" on the platform cluster")
+	}
 	secret := corev1ac.Secret(KubeconfigSecret, ns).
 		WithLabels(labels(version.Name)).
 		WithAnnotations(map[string]string{IdentityAnnotation: id.String()}).
@@ -92,27 +113,88 @@ func (Provider) CreateOrUpdate(ctx context.Context, e *v1alpha1.Echo) (provider.
 	if err := wl.Apply(ctx, secret, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
 		return provider.Result{}, fmt.Errorf("applying Secret %s/%s on the workload cluster: %w", ns, KubeconfigSecret, err)
 	}
+	note("workload", "Secret", ns, KubeconfigSecret, "Applied", "the worker's kubeconfig for the end-user cluster")
 	deployment := WorkerDeployment(ns, id.String(), e, version)
+	if pullSecret != "" {
+		deployment.Spec.Template.Spec.WithImagePullSecrets(corev1ac.LocalObjectReference().WithName(PullSecret))
+	}
 	if err := wl.Apply(ctx, deployment, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
 		return provider.Result{}, fmt.Errorf("applying Deployment %s/%s on the workload cluster: %w", ns, WorkerName, err)
 	}
+	available := availability(e.Generation, deployment.Status)
+	note("workload", "Deployment", ns, WorkerName, "Applied", available.Message)
 
-	e.Status.Resources = []rtv1alpha1.ManagedResource{
-		{Cluster: "workload", APIVersion: "v1", Kind: "Namespace", Name: ns},
-		{Cluster: "workload", APIVersion: "v1", Kind: "Secret", Namespace: ns, Name: KubeconfigSecret},
-		{Cluster: "workload", APIVersion: "apps/v1", Kind: "Deployment", Namespace: ns, Name: WorkerName},
+	// With the provider's own credential (MCPPermissions), which the worker does not
+	// hold.
+	if err := publishInfo(ctx, cluster.MCPFromCtx(ctx), e, version.Name); err != nil {
+		return provider.Result{}, err
 	}
-	meta.SetStatusCondition(&e.Status.Conditions, availability(e.Generation, deployment.Status))
+	note("end-user", "ConfigMap", InfoNamespace, InfoConfigMap, "Applied", "the worker's version and message, for the tenant")
+
+	e.Status.Installed = installed
+	meta.SetStatusCondition(&e.Status.Conditions, available)
 	return provider.Done(), nil
 }
 
-// Delete removes the worker and its kubeconfig. The tenant namespace stays (see
-// CreateOrUpdate). It reports InProgress until both objects are gone, so the runtime
-// revokes the worker's access only once nothing can use it any more.
+// copyPullSecret copies the ProviderConfig's image pull secret from the provider's
+// namespace on the platform cluster next to the worker; it returns the source's name,
+// empty when the config names none.
+func copyPullSecret(ctx context.Context, wl client.Client, config *v1alpha1.ProviderConfig, ns, version string) (string, error) {
+	name := config.Spec.ImagePullSecret
+	if name == "" {
+		return "", nil
+	}
+	src := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: cluster.ProviderNamespaceFromCtx(ctx), Name: name}
+	if err := cluster.PlatformFromCtx(ctx).Get(ctx, key, src); err != nil {
+		return "", fmt.Errorf("reading the image pull secret %s on the platform cluster: %w", key, err)
+	}
+	copied := corev1ac.Secret(PullSecret, ns).WithLabels(labels(version)).WithType(src.Type).WithData(src.Data)
+	if err := wl.Apply(ctx, copied, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+		return "", fmt.Errorf("applying Secret %s/%s on the workload cluster: %w", ns, PullSecret, err)
+	}
+	return name, nil
+}
+
+// publishInfo writes the InfoConfigMap on the end-user cluster.
+func publishInfo(ctx context.Context, endUser client.Client, e *v1alpha1.Echo, version string) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: InfoNamespace, Name: InfoConfigMap}}
+	data := map[string]string{"version": version, "message": e.Spec.Message, "echo": e.Namespace + "/" + e.Name}
+	switch err := endUser.Get(ctx, client.ObjectKeyFromObject(cm), cm); {
+	case apierrors.IsNotFound(err):
+		cm.Data = data
+		if err := endUser.Create(ctx, cm); err != nil {
+			return fmt.Errorf("creating ConfigMap %s/%s on the end-user cluster: %w", InfoNamespace, InfoConfigMap, err)
+		}
+	case err != nil:
+		return fmt.Errorf("reading ConfigMap %s/%s on the end-user cluster: %w", InfoNamespace, InfoConfigMap, err)
+	case !maps.Equal(cm.Data, data):
+		cm.Data = data
+		if err := endUser.Update(ctx, cm); err != nil {
+			return fmt.Errorf("updating ConfigMap %s/%s on the end-user cluster: %w", InfoNamespace, InfoConfigMap, err)
+		}
+	}
+	return nil
+}
+
+// Delete removes the worker, its Secrets and the tenant's info ConfigMap. The tenant
+// namespace stays (see CreateOrUpdate). It reports InProgress until the worker's
+// objects are gone, so the runtime revokes the worker's access only once nothing can
+// use it any more.
 func (Provider) Delete(ctx context.Context, e *v1alpha1.Echo) (provider.Result, error) {
-	// Everything echo installs is on the workload cluster; without access to it (never
-	// granted, or released already) there is nothing it can remove.
-	if cluster.DeletionFromCtx(ctx).Workload != cluster.Reachable {
+	deletion := cluster.DeletionFromCtx(ctx)
+	// The end-user cluster is Gone when the orphan sweep calls (the workspace or
+	// ControlPlane went first, the ConfigMap with it) and NotGranted when echo never
+	// reached it: either way there is nothing to remove there.
+	if deletion.EndUser == cluster.Reachable {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: InfoNamespace, Name: InfoConfigMap}}
+		if err := cluster.MCPFromCtx(ctx).Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+			return provider.Result{}, fmt.Errorf("deleting ConfigMap %s/%s on the end-user cluster: %w", InfoNamespace, InfoConfigMap, err)
+		}
+	}
+	// Everything else echo installs is on the workload cluster; without access to it
+	// (never granted, or released already) there is nothing it can remove.
+	if deletion.Workload != cluster.Reachable {
 		return provider.Done(), nil
 	}
 	wl := cluster.WorkloadFromCtx(ctx)
@@ -120,6 +202,7 @@ func (Provider) Delete(ctx context.Context, e *v1alpha1.Echo) (provider.Result, 
 	objs := []client.Object{
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: WorkerName}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: KubeconfigSecret}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PullSecret}},
 	}
 	var remaining []string
 	for _, o := range objs {

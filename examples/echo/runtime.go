@@ -27,8 +27,8 @@ const (
 )
 
 // WorkloadPermissions are what CreateOrUpdate and Delete do on the workload cluster:
-// the tenant namespace, the worker's kubeconfig Secret and its Deployment (applied
-// server-side, hence patch).
+// the tenant namespace, the worker's kubeconfig and pull Secrets and its Deployment
+// (applied server-side, hence patch).
 func WorkloadPermissions() workload.Permissions {
 	return workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create"}},
@@ -37,11 +37,21 @@ func WorkloadPermissions() workload.Permissions {
 	}}}}
 }
 
-// MCPPermissions are what the worker's kubeconfig may do on the end-user cluster:
-// read Echo objects. In kcp mode that is the tenant's own object in its workspace and
-// nothing else; on a ControlPlane the resource is not served and the grant is inert. A
-// real service lists here what its worker manages for the tenant.
+// MCPPermissions are the provider's own rights on the end-user cluster: writing the
+// one ConfigMap it publishes to the tenant (InfoConfigMap). create cannot be narrowed
+// to a name; the others are. The worker does not get them (WorkerMCPPermissions).
 func MCPPermissions() workload.Permissions {
+	return workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "update", "delete"}, ResourceNames: []string{InfoConfigMap}},
+	}}}}
+}
+
+// WorkerMCPPermissions are what the worker's kubeconfig may do on the end-user
+// cluster: read Echo objects. In kcp mode that is the tenant's own object in its
+// workspace and nothing else; on a ControlPlane the resource is not served and the
+// grant is inert. A real service lists here what its worker manages for the tenant.
+func WorkerMCPPermissions() workload.Permissions {
 	return workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"echoes"}, Verbs: []string{"get", "list", "watch"}},
 	}}}}
@@ -96,6 +106,7 @@ func NewRuntime(name string, kcp apiexport.Provisionable) (*builder.Runtime[*v1a
 		WithProviderConfig(&v1alpha1.ProviderConfig{}).
 		WorkloadCluster(WorkloadPermissions()).
 		MCPPermissions(MCPPermissions()).
+		WorkerMCPPermissions(WorkerMCPPermissions()).
 		KCP(kcp).
 		Complete(Provider{})
 }

@@ -8,7 +8,6 @@ import (
 
 	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -141,21 +140,21 @@ func (e *Engine[T]) reconcile(ctx context.Context, req mcreconcile.Request, o *o
 		}
 	}
 
-	w := &writer[T]{client: cl.GetClient(), obj: obj, base: obj.GetServiceStatus().DeepCopy(), identity: t.Identity.String(),
+	w := &writer[T]{client: cl.GetClient(), obj: obj, read: obj.DeepCopyObject().(T), identity: t.Identity.String(),
 		written: e.written, readVersion: obj.GetResourceVersion()}
 
 	pc, pcErr := e.opts.ProviderConfig.Load(ctx)
 	o.loaded(pc, pcErr)
 	if !obj.GetDeletionTimestamp().IsZero() {
-		res, err := e.delete(ctx, t, pc, pcErr)
+		res, err := e.delete(ctx, t, w, pc, pcErr)
 		return w.finish(ctx, res, err)
 	}
-	res, err := e.createOrUpdate(ctx, t, pc, pcErr)
+	res, err := e.createOrUpdate(ctx, t, w, pc, pcErr)
 	return w.finish(ctx, res, err)
 }
 
 // createOrUpdate runs the create/update path and records the outcome in the status.
-func (e *Engine[T]) createOrUpdate(ctx context.Context, t Target[T], pc provider.ProviderConfig, pcErr error) (reconcile.Result, error) {
+func (e *Engine[T]) createOrUpdate(ctx context.Context, t Target[T], w *writer[T], pc provider.ProviderConfig, pcErr error) (reconcile.Result, error) {
 	obj := t.Object
 	st := obj.GetServiceStatus()
 	if pcErr != nil {
@@ -175,6 +174,7 @@ func (e *Engine[T]) createOrUpdate(ctx context.Context, t Target[T], pc provider
 	if err != nil {
 		return e.waitingOrError(st, obj.GetGeneration(), err)
 	}
+	w.providerCalled()
 	res, err := e.callProvider(ctx, "CreateOrUpdate", func() (provider.Result, error) {
 		return e.opts.Reconciler.CreateOrUpdate(cluster.WithTenant(ctx, tenant), obj)
 	})
@@ -202,7 +202,7 @@ func (e *Engine[T]) createOrUpdate(ctx context.Context, t Target[T], pc provider
 
 // delete runs the deletion sequence: provider Delete, workload access, end-user
 // access, finalizer.
-func (e *Engine[T]) delete(ctx context.Context, t Target[T], pc provider.ProviderConfig, pcErr error) (reconcile.Result, error) {
+func (e *Engine[T]) delete(ctx context.Context, t Target[T], w *writer[T], pc provider.ProviderConfig, pcErr error) (reconcile.Result, error) {
 	obj := t.Object
 	st := obj.GetServiceStatus()
 	if !controllerutil.ContainsFinalizer(obj, e.opts.Finalizer) {
@@ -234,6 +234,7 @@ func (e *Engine[T]) delete(ctx context.Context, t Target[T], pc provider.Provide
 		tenant.Workload = wl
 	}
 	tenant.Deletion = &cluster.Deletion{EndUser: reachOf(tenant.MCP != nil, true), Workload: reachOf(tenant.Workload != nil, e.opts.Workload != nil)}
+	w.providerCalled()
 	res, err := e.callProvider(ctx, "Delete", func() (provider.Result, error) {
 		return e.opts.Reconciler.Delete(cluster.WithTenant(ctx, tenant), obj)
 	})
@@ -308,7 +309,16 @@ func (e *Engine[T]) resolve(ctx context.Context, t Target[T], pc provider.Provid
 	if err != nil {
 		return nil, err
 	}
-	tenant.MCP = mcp
+	tenant.MCP, tenant.Worker = mcp, mcp
+	if wt, ok := e.opts.Tenancy.(WorkerTenancy[T]); ok {
+		worker, err := wt.EndUserWorker(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		if worker != nil {
+			tenant.Worker = worker
+		}
+	}
 	if e.opts.Workload != nil {
 		wl, err := e.opts.Workload.Ensure(ctx, t.Key)
 		if err != nil {
@@ -368,47 +378,3 @@ var errGone = errors.New("object released")
 // errWritingStatus marks a failed status write: the transitions it carried were not
 // recorded, so no event is emitted for them (the next reconcile sees them again).
 var errWritingStatus = errors.New("writing status")
-
-// writer patches the status once, at the end of a reconcile, and only when it changed.
-type writer[T provider.Object] struct {
-	client client.Client
-	obj    T
-	base   *v1alpha1.ServiceStatus
-	// identity is the tenant identity the status names.
-	identity string
-	// written remembers what was written; readVersion is the resourceVersion the
-	// reconcile read the object at.
-	written     *writtenStatuses
-	readVersion string
-}
-
-func (w *writer[T]) finish(ctx context.Context, res reconcile.Result, err error) (reconcile.Result, error) {
-	if errors.Is(err, errGone) {
-		return reconcile.Result{}, nil
-	}
-	st := w.obj.GetServiceStatus()
-	// Set here, not when the reconcile starts: a patch of the object on the way (the
-	// finalizer) replaces the status in memory with the server's.
-	st.Identity = w.identity
-	// The cache may lag behind this engine's own last write: if this reconcile wrote
-	// nothing else, the object is still the version read, and the server holds that
-	// write, not the status read. Compare with it, and patch from it.
-	held := w.base
-	if last, ok := w.written.lastOver(w.obj.GetUID(), w.readVersion); ok && w.obj.GetResourceVersion() == w.readVersion {
-		if equality.Semantic.DeepEqual(last, withoutTransitionTimes(st)) {
-			return res, err
-		}
-		held = last
-		retime(st, last, metav1.Now())
-	} else if equality.Semantic.DeepEqual(w.base, st) {
-		return res, err
-	}
-	over := w.obj.GetResourceVersion()
-	base := w.obj.DeepCopyObject().(T)
-	*base.GetServiceStatus() = *held
-	if perr := w.client.Status().Patch(ctx, w.obj, client.MergeFrom(base)); perr != nil && !apierrors.IsNotFound(perr) {
-		return reconcile.Result{}, errors.Join(err, fmt.Errorf("%w: %w", errWritingStatus, perr))
-	}
-	w.written.record(w.obj.GetUID(), over, st)
-	return res, err
-}

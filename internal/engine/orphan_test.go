@@ -37,7 +37,7 @@ func TestRecordIsStableAcrossStatusChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.ResourceVersion = "8"
-	setReady(&w.Status, 1, metav1.ConditionTrue, v1alpha1.ReasonReady, "installed", v1alpha1.PhaseReady)
+	setReady(&w.Status.ServiceStatus, 1, metav1.ConditionTrue, v1alpha1.ReasonReady, "installed", v1alpha1.PhaseReady)
 	w.Status.Resources = []v1alpha1.ManagedResource{{Cluster: "workload", APIVersion: "v1", Kind: "ConfigMap", Name: "widget"}}
 	if again, err := recordOf("ws", w); err != nil || again != first {
 		t.Errorf("record changed with the status or resourceVersion (err %v):\n%s\n%s", err, first, again)

@@ -19,7 +19,7 @@ func untilRenewal(d, retry time.Duration, now time.Time, tenant *cluster.Tenant)
 	if tenant == nil {
 		return d
 	}
-	for _, a := range []*cluster.Access{tenant.MCP, tenant.Workload} {
+	for _, a := range []*cluster.Access{tenant.MCP, tenant.Worker, tenant.Workload} {
 		if a == nil || a.RenewAt.IsZero() {
 			continue
 		}

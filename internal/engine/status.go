@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/provider"
 )
 
 // setReady is the one place the Ready condition, phase and observed generation are set.
@@ -38,8 +39,11 @@ func setReady(st *v1alpha1.ServiceStatus, generation int64, status metav1.Condit
 type writtenStatuses struct{ *memory[writtenStatus] }
 
 type writtenStatus struct {
-	over   string // the resourceVersion the status was written over
-	status *v1alpha1.ServiceStatus
+	over string // the resourceVersion the status was written over
+	// status is the whole status written, service the runtime's part of it, both
+	// without transition times.
+	status  map[string]any
+	service *v1alpha1.ServiceStatus
 }
 
 func newWrittenStatuses() *writtenStatuses {
@@ -47,13 +51,13 @@ func newWrittenStatuses() *writtenStatuses {
 }
 
 // lastOver returns the status last written over version of object uid, if the last
-// write was over that version (without transition times).
-func (w *writtenStatuses) lastOver(uid types.UID, version string) (*v1alpha1.ServiceStatus, bool) {
+// write was over that version.
+func (w *writtenStatuses) lastOver(uid types.UID, version string) (writtenStatus, bool) {
 	last, ok := w.get(uid)
 	if !ok || last.over != version {
-		return nil, false
+		return writtenStatus{}, false
 	}
-	return last.status, true
+	return last, true
 }
 
 // retime gives each condition of st whose status differs from held's (or that held
@@ -67,11 +71,17 @@ func retime(st, held *v1alpha1.ServiceStatus, now metav1.Time) {
 	}
 }
 
-// record notes that st was written over the resourceVersion over.
-func (w *writtenStatuses) record(uid types.UID, over string, st *v1alpha1.ServiceStatus) {
-	w.update(uid, func(writtenStatus, bool) (writtenStatus, bool) {
-		return writtenStatus{over: over, status: withoutTransitionTimes(st)}, true
+// record notes that obj's status was written over the resourceVersion over.
+func (w *writtenStatuses) record(obj provider.Object, over string) error {
+	bare, err := statusOf(obj, true)
+	if err != nil {
+		return err
+	}
+	service := withoutTransitionTimes(obj.GetServiceStatus())
+	w.update(obj.GetUID(), func(writtenStatus, bool) (writtenStatus, bool) {
+		return writtenStatus{over: over, status: bare, service: service}, true
 	})
+	return nil
 }
 
 // withoutTransitionTimes returns a copy of st without the conditions' transition times:

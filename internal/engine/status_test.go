@@ -78,7 +78,7 @@ func TestStatusNotWrittenTwiceFromALaggingCache(t *testing.T) {
 
 	// Someone else resets the status: the cache shows a newer version, written again.
 	changed := read()
-	changed.Status = v1alpha1.ServiceStatus{}
+	changed.Status = widget.WidgetStatus{}
 	if err := server.Status().Update(context.Background(), changed); err != nil {
 		t.Fatal(err)
 	}

@@ -47,6 +47,15 @@ type Tenancy[T provider.Object] interface {
 	RequestsFor(ctx context.Context, labels map[string]string, clusters ClusterLister) []mcreconcile.Request
 }
 
+// WorkerTenancy is implemented by a mode that can give the provider's worker an
+// end-user credential of its own, when the provider declared the worker's rights
+// apart from its own. Its ReleaseEndUser removes both credentials.
+type WorkerTenancy[T provider.Object] interface {
+	// EndUserWorker returns the worker's access to the end-user cluster, or an
+	// *access.WaitingError; nil when the worker shares the provider's.
+	EndUserWorker(ctx context.Context, t Target[T]) (*cluster.Access, error)
+}
+
 // WorkloadAccess is how a mode reaches a tenant's workload cluster. The usual one is an
 // *access.Requester ordering a shared workload cluster from the platform; platform-service
 // mode grants the platform cluster itself.

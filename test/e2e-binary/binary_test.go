@@ -236,8 +236,17 @@ func TestBinary(t *testing.T) {
 		if e.Status.Identity != tenantLC.String() {
 			t.Errorf("identity %q, want %q", e.Status.Identity, tenantLC)
 		}
-		if len(e.Status.Resources) != 3 {
-			t.Errorf("resources %+v", e.Status.Resources)
+		if n := len(e.Status.Installed); n != 4 || e.Status.Installed[n-1].Name != echo.InfoConfigMap || e.Status.Installed[n-1].Phase != "Applied" {
+			t.Errorf("echo's own status lists %+v, want namespace, kubeconfig, worker and echo-info", e.Status.Installed)
+		}
+		// Two credentials in the workspace: the provider's and its worker's.
+		for _, sa := range []string{providerName + "-workload", providerName + "-worker"} {
+			if err := tenant.Get(ctx, client.ObjectKey{Namespace: "default", Name: sa}, &corev1.ServiceAccount{}); err != nil {
+				t.Errorf("ServiceAccount %s in the workspace: %v", sa, err)
+			}
+		}
+		if err := tenant.Get(ctx, client.ObjectKey{Namespace: echo.InfoNamespace, Name: echo.InfoConfigMap}, &corev1.ConfigMap{}); err != nil {
+			t.Errorf("the ConfigMap the provider writes with its own credential: %v", err)
 		}
 		if c := meta.FindStatusCondition(e.Status.Conditions, echo.ConditionWorkerAvailable); c == nil || c.Status != metav1.ConditionFalse {
 			t.Errorf("WorkerAvailable %+v: the workload cluster runs no pods", c)
@@ -279,6 +288,7 @@ func TestBinary(t *testing.T) {
 		forbidden("writing its Echo", worker.Create(ctx, &v1alpha1.Echo{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "other"}}))
 		forbidden("listing Secrets", worker.List(ctx, &corev1.SecretList{}))
 		forbidden("listing ConfigMaps", worker.List(ctx, &corev1.ConfigMapList{}))
+		forbidden("writing the provider's ConfigMap", worker.Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: echo.InfoNamespace, Name: echo.InfoConfigMap}}))
 		forbidden("listing ServiceAccounts", worker.List(ctx, &corev1.ServiceAccountList{}))
 		forbidden("listing ClusterRoles", worker.List(ctx, &rbacv1.ClusterRoleList{}))
 		forbidden("listing APIBindings", worker.List(ctx, &apisv1alpha2.APIBindingList{}))
@@ -299,7 +309,7 @@ func TestBinary(t *testing.T) {
 
 	t.Run("kcp: the Echo's version and message reach the worker", func(t *testing.T) {
 		harness.Patch(ctx, t, tenant, demo, func(e *v1alpha1.Echo) { e.Spec.Version = "v9.9.9" })
-		msg := waitEchoReason(ctx, t, tenant, demo, "ProviderError")
+		msg := waitEchoReason(ctx, t, tenant, demo, "ProviderRejected")
 		if !strings.Contains(msg, "v1.0.0, v1.1.0") {
 			t.Errorf("message %q does not list the offered versions", msg)
 		}
@@ -324,15 +334,52 @@ func TestBinary(t *testing.T) {
 		if err := harness.NewClient(t, cfg, echoScheme).List(ctx, &corev1.SecretList{}); !apierrors.IsForbidden(err) {
 			t.Errorf("worker listing Secrets on its MCP: want forbidden, got %v", err)
 		}
+		// The provider wrote echo-info with its own AccessRequest's credential; the
+		// worker's, a second AccessRequest, may not touch it.
+		mcp := harness.NewClient(t, mcpSrv.Config, echoScheme)
+		info := client.ObjectKey{Namespace: echo.InfoNamespace, Name: echo.InfoConfigMap}
+		if err := mcp.Get(ctx, info, &corev1.ConfigMap{}); err != nil {
+			t.Errorf("echo-info on the MCP: %v", err)
+		}
+		if err := harness.NewClient(t, cfg, echoScheme).Get(ctx, info, &corev1.ConfigMap{}); !apierrors.IsForbidden(err) {
+			t.Errorf("worker reading echo-info on its MCP: want forbidden, got %v", err)
+		}
+		tenantARs := client.MatchingLabels{"openmcp.cloud/onboarding-name": demo.Name, "openmcp.cloud/onboarding-namespace": demo.Namespace}
+		ars := &clustersv1alpha1.AccessRequestList{}
+		if err := pf.List(ctx, ars, tenantARs); err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, ar := range ars.Items {
+			names = append(names, ar.Name[strings.LastIndex(ar.Name, "--"):])
+		}
+		if slices.Sort(names); !slices.Equal(names, []string{"--mcp", "--mcp-worker", "--wl"}) {
+			t.Errorf("the tenant's AccessRequests end in %v, want --mcp, --mcp-worker and --wl", names)
+		}
 		took := harness.DeleteAndWait(ctx, t, ob, &v1alpha1.Echo{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: demo.Name}})
 		t.Logf("standard: Echo deleted in %s", took.Round(10*time.Millisecond))
 		wantNoWorker(ctx, t, wl, ns)
+		if err := mcp.Get(ctx, info, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+			t.Errorf("echo-info on the MCP after deletion: %v, want not found", err)
+		}
+		harness.Eventually(ctx, t, time.Minute, "the tenant's AccessRequests released", func(ctx context.Context) error {
+			if err := pf.List(ctx, ars, tenantARs); err != nil {
+				return err
+			}
+			if len(ars.Items) != 0 {
+				return fmt.Errorf("%d AccessRequests left", len(ars.Items))
+			}
+			return nil
+		})
 	})
 
 	t.Run("kcp: deleting the Echo removes the worker and every access the runtime created", func(t *testing.T) {
 		took := harness.DeleteAndWait(ctx, t, tenant, &v1alpha1.Echo{ObjectMeta: metav1.ObjectMeta{Namespace: demo.Namespace, Name: demo.Name}})
 		t.Logf("kcp: Echo deleted in %s", took.Round(10*time.Millisecond))
 		wantNoWorker(ctx, t, wl, wlNamespace)
+		if err := tenant.Get(ctx, client.ObjectKey{Namespace: echo.InfoNamespace, Name: echo.InfoConfigMap}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+			t.Errorf("echo-info in the workspace after deletion: %v, want not found", err)
+		}
 		// In the workspace: the worker's ServiceAccount and the RBAC of it and of the
 		// runtime's token minting.
 		sel := client.MatchingLabels{managedBy: providerName}

@@ -178,6 +178,14 @@ func TestRuntimeKCPMode(t *testing.T) {
 			if w.Status.Identity != tn.lc.String() {
 				t.Errorf("identity %q, want the logical cluster %q", w.Status.Identity, tn.lc)
 			}
+			// The provider's own status fields and label, written by the runtime
+			// through the virtual workspace.
+			if len(w.Status.Parts) == 0 || w.Status.Parts[0].Phase != "Installed" {
+				t.Errorf("tenant %d: the widget's own status parts = %+v, want its parts with phase Installed", i+1, w.Status.Parts)
+			}
+			if w.Labels[widget.ColorLabel] == "" {
+				t.Errorf("tenant %d: labels %v, want the provider's %s", i+1, w.Labels, widget.ColorLabel)
+			}
 			cm := &corev1.ConfigMap{}
 			if err := wl.Get(ctx, client.ObjectKey{Namespace: cluster.KCPIdentity(tn.lc.String()).TenantNamespace(), Name: "widget"}, cm); err != nil {
 				t.Fatal(err)

@@ -101,6 +101,13 @@ func TestStandardMode(t *testing.T) {
 		if len(w.Status.Resources) != 3 {
 			t.Errorf("resources = %+v", w.Status.Resources)
 		}
+		// The provider's own status fields and label, written by the runtime.
+		if len(w.Status.Parts) == 0 || w.Status.Parts[0].Phase != "Installed" {
+			t.Errorf("the widget's own status parts = %+v, want its parts with phase Installed", w.Status.Parts)
+		}
+		if w.Labels[widget.ColorLabel] != "blue" {
+			t.Errorf("labels %v, want the provider's %s=blue", w.Labels, widget.ColorLabel)
+		}
 		wantConfigMap(t, "alpha", "hello", "blue")
 		cm := &corev1.ConfigMap{}
 		if err := wl.Get(ctx, workloadConfigMap("alpha"), cm); err != nil {

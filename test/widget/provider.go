@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -64,7 +65,7 @@ func (Provider) CreateOrUpdate(ctx context.Context, w *Widget) (provider.Result,
 		pullData = pull.Data
 		objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "widget-pull-secret", Namespace: ns}})
 	}
-	w.Status.Resources = nil
+	w.Status.Resources, w.Status.Parts = nil, nil
 	for _, o := range objs {
 		if _, err := controllerutil.CreateOrUpdate(ctx, wl, o, func() error {
 			switch o := o.(type) {
@@ -77,7 +78,7 @@ func (Provider) CreateOrUpdate(ctx context.Context, w *Widget) (provider.Result,
 					o.Data = pullData
 					return nil
 				}
-				o.Data = map[string][]byte{"kubeconfig": cluster.MCPKubeconfigFromCtx(ctx)}
+				o.Data = map[string][]byte{"kubeconfig": cluster.WorkerKubeconfigFromCtx(ctx)}
 			}
 			return nil
 		}); err != nil {
@@ -86,8 +87,36 @@ func (Provider) CreateOrUpdate(ctx context.Context, w *Widget) (provider.Result,
 		gvk, _ := wl.GroupVersionKindFor(o)
 		w.Status.Resources = append(w.Status.Resources, v1alpha1.ManagedResource{
 			Cluster: "workload", APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName()})
+		if o.GetName() != ns {
+			w.Status.Parts = append(w.Status.Parts, WidgetPart{Name: o.GetName(), Phase: partPhase(o)})
+		}
 	}
+	if config.Spec.PullSecret == "" {
+		w.Status.Parts = append(w.Status.Parts, WidgetPart{Name: "widget-pull-secret", Phase: "Skipped", Message: "the WidgetConfig names no pull secret"})
+	}
+	// The widget's own label on its own object, for selecting widgets by color: the
+	// runtime writes it, leaving the tenant's labels as they are.
+	labels := w.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[ColorLabel] = w.Spec.Color
+	if w.Spec.Color == "" || len(validation.IsValidLabelValue(w.Spec.Color)) > 0 {
+		delete(labels, ColorLabel)
+	}
+	w.SetLabels(labels)
 	return provider.Done(), nil
+}
+
+// ColorLabel is the label the provider keeps on each Widget: its color.
+const ColorLabel = "widgets.services.open-control-plane.io/color"
+
+// partPhase is a part's phase in the widget's own words.
+func partPhase(o client.Object) string {
+	if o.GetName() == "widget-pull-secret" {
+		return "Copied"
+	}
+	return "Installed"
 }
 
 // Delete removes the widget's objects. The tenant namespace stays: the workload

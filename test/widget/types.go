@@ -54,12 +54,36 @@ type Widget struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   WidgetSpec             `json:"spec,omitempty"`
-	Status v1alpha1.ServiceStatus `json:"status,omitempty"`
+	Spec   WidgetSpec   `json:"spec,omitempty"`
+	Status WidgetStatus `json:"status,omitempty"`
+}
+
+// WidgetStatus is the runtime's status and the widget's own: the runtime writes both
+// in one write, the provider fills Parts.
+type WidgetStatus struct {
+	v1alpha1.ServiceStatus `json:",inline"`
+
+	// Parts are what the provider installed for the widget, each with a phase of the
+	// provider's own words.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Parts []WidgetPart `json:"parts,omitempty"`
+}
+
+// WidgetPart is one installed part of a widget.
+type WidgetPart struct {
+	// Name of the part.
+	Name string `json:"name"`
+	// Phase of the part: Installed, Copied or Skipped.
+	Phase string `json:"phase"`
+	// Message says more, for humans.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // GetServiceStatus implements provider.Object.
-func (w *Widget) GetServiceStatus() *v1alpha1.ServiceStatus { return &w.Status }
+func (w *Widget) GetServiceStatus() *v1alpha1.ServiceStatus { return &w.Status.ServiceStatus }
 
 // WidgetList is a list of Widgets.
 // +kubebuilder:object:root=true

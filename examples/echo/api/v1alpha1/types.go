@@ -59,12 +59,40 @@ type Echo struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	Spec EchoSpec `json:"spec,omitempty"`
-	// Status is written by the runtime only.
-	Status rtv1alpha1.ServiceStatus `json:"status,omitempty"`
+	// Status is written by the runtime: its own fields and the provider's.
+	Status EchoStatus `json:"status,omitempty"`
+}
+
+// EchoStatus is the runtime's status and echo's own: the runtime writes both in one
+// write per reconcile.
+type EchoStatus struct {
+	rtv1alpha1.ServiceStatus `json:",inline"`
+
+	// Installed lists what the provider installed for this Echo, each with a phase.
+	// +optional
+	Installed []InstalledResource `json:"installed,omitempty"`
+}
+
+// InstalledResource is one object the echo provider installed for a tenant.
+type InstalledResource struct {
+	// Cluster is where it lives: workload or end-user.
+	Cluster string `json:"cluster"`
+	// Kind of the object.
+	Kind string `json:"kind"`
+	// Namespace of the object, empty for cluster-scoped objects.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Name of the object.
+	Name string `json:"name"`
+	// Phase in echo's words: Applied or Copied.
+	Phase string `json:"phase"`
+	// Message says more, for humans.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // GetServiceStatus implements provider.Object.
-func (e *Echo) GetServiceStatus() *rtv1alpha1.ServiceStatus { return &e.Status }
+func (e *Echo) GetServiceStatus() *rtv1alpha1.ServiceStatus { return &e.Status.ServiceStatus }
 
 // EchoList is a list of Echo objects.
 //
@@ -116,6 +144,13 @@ type ProviderConfigSpec struct {
 	// +listType=map
 	// +listMapKey=name
 	Versions []WorkerVersion `json:"versions"`
+
+	// ImagePullSecret names a Secret in the provider's namespace on the platform
+	// cluster (e.g. of type kubernetes.io/dockerconfigjson) that the worker pulls its
+	// image with: the provider copies it next to every tenant's worker.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ImagePullSecret string `json:"imagePullSecret,omitempty"`
 
 	// PollInterval is how often a Ready object is reconciled again to repair drift on
 	// the workload cluster. Default 1m.

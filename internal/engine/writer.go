@@ -1,0 +1,180 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/openmcp-project/kcp-serviceprovider/provider"
+)
+
+// writer writes what one reconcile changed on the object, once, at its end: the whole
+// status subresource in one patch, and the labels the provider set in another.
+//
+// The status is the object's as the provider left it, with the runtime's fields
+// (Ready, phase, observed generation, identity) set by the engine: a provider that
+// embeds v1alpha1.ServiceStatus in a status type of its own owns the other fields,
+// and they go out in the same write as the runtime's conditions. The patch is a merge
+// patch from the status as the server holds it (as read, or as this engine last wrote
+// it) to the status now, so it names only the fields that changed.
+type writer[T provider.Object] struct {
+	client client.Client
+	obj    T
+	// read is the object as the reconcile read it: the status the server holds
+	// unless the cache lags behind the engine's own last write (see finish).
+	read T
+	// identity is the tenant identity the status names.
+	identity string
+	// written remembers what was written; readVersion is the resourceVersion the
+	// reconcile read the object at.
+	written     *writtenStatuses
+	readVersion string
+	// labels are the object's labels just before the provider was called; nil when
+	// it was not.
+	labels map[string]string
+	called bool
+}
+
+// providerCalled notes the labels the provider is handed, so that finish writes the
+// ones it changes.
+func (w *writer[T]) providerCalled() {
+	w.labels, w.called = maps.Clone(w.obj.GetLabels()), true
+}
+
+func (w *writer[T]) finish(ctx context.Context, res reconcile.Result, err error) (reconcile.Result, error) {
+	if errors.Is(err, errGone) {
+		return reconcile.Result{}, nil
+	}
+	// Computed before the status write, which replaces the object in memory with the
+	// server's answer.
+	labelPatch, lerr := w.labelPatch()
+	if lerr != nil {
+		return reconcile.Result{}, errors.Join(err, lerr)
+	}
+	if werr := w.writeStatus(ctx); werr != nil {
+		return reconcile.Result{}, errors.Join(err, werr)
+	}
+	if labelPatch != nil {
+		if perr := w.client.Patch(ctx, w.obj, client.RawPatch(types.MergePatchType, labelPatch)); perr != nil && !apierrors.IsNotFound(perr) {
+			return reconcile.Result{}, errors.Join(err, fmt.Errorf("writing the provider's labels: %w", perr))
+		}
+	}
+	return res, err
+}
+
+// writeStatus patches the status when it changed.
+func (w *writer[T]) writeStatus(ctx context.Context) error {
+	st := w.obj.GetServiceStatus()
+	// Set here, not when the reconcile starts: a patch of the object on the way (the
+	// finalizer) replaces the status in memory with the server's.
+	st.Identity = w.identity
+	bare, err := statusOf(w.obj, true)
+	if err != nil {
+		return err
+	}
+	// The cache may lag behind this engine's own last write: if this reconcile wrote
+	// nothing else, the object is still the version read, and the server holds that
+	// write, not the status read. Compare with it, and patch from it.
+	var held map[string]any
+	if last, ok := w.written.lastOver(w.obj.GetUID(), w.readVersion); ok && w.obj.GetResourceVersion() == w.readVersion {
+		if equality.Semantic.DeepEqual(last.status, bare) {
+			return nil
+		}
+		held = last.status
+		retime(st, last.service, metav1.Now())
+	} else {
+		if held, err = statusOf(w.read, false); err != nil {
+			return err
+		}
+		now, err := statusOf(w.obj, false)
+		if err != nil {
+			return err
+		}
+		if equality.Semantic.DeepEqual(held, now) {
+			return nil
+		}
+	}
+	base, err := withStatus(w.obj, held)
+	if err != nil {
+		return err
+	}
+	over := w.obj.GetResourceVersion()
+	if perr := w.client.Status().Patch(ctx, w.obj, client.MergeFrom(base)); perr != nil && !apierrors.IsNotFound(perr) {
+		return fmt.Errorf("%w: %w", errWritingStatus, perr)
+	}
+	return w.written.record(w.obj, over)
+}
+
+// labelPatch is a merge patch of the labels the provider added, changed or removed;
+// nil when it changed none. It names only those keys, so labels the user set (or sets
+// meanwhile) stay as they are.
+func (w *writer[T]) labelPatch() ([]byte, error) {
+	if !w.called {
+		return nil, nil
+	}
+	now := w.obj.GetLabels()
+	changed := map[string]any{}
+	for k, v := range now {
+		if old, ok := w.labels[k]; !ok || old != v {
+			changed[k] = v
+		}
+	}
+	for k := range w.labels {
+		if _, ok := now[k]; !ok {
+			changed[k] = nil
+		}
+	}
+	if len(changed) == 0 {
+		return nil, nil
+	}
+	p, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": changed}})
+	if err != nil {
+		return nil, fmt.Errorf("the provider's labels: %w", err)
+	}
+	return p, nil
+}
+
+// statusOf is obj's whole status as the API server holds it; bare drops the
+// transition times of the runtime's conditions (see withoutTransitionTimes).
+func statusOf(obj provider.Object, bare bool) (map[string]any, error) {
+	if bare {
+		c := obj.DeepCopyObject().(provider.Object)
+		*c.GetServiceStatus() = *withoutTransitionTimes(c.GetServiceStatus())
+		obj = c
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("status of %s: %w", client.ObjectKeyFromObject(obj), err)
+	}
+	st, _ := u["status"].(map[string]any)
+	return st, nil
+}
+
+// withStatus returns a copy of obj holding status, the base of a status patch.
+func withStatus[T provider.Object](obj T, status map[string]any) (T, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return obj, fmt.Errorf("status of %s: %w", client.ObjectKeyFromObject(obj), err)
+	}
+	if status == nil {
+		delete(u, "status")
+	} else {
+		u["status"] = runtime.DeepCopyJSONValue(status)
+	}
+	base := reflect.New(reflect.TypeOf(obj).Elem()).Interface().(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u, base); err != nil {
+		return obj, fmt.Errorf("status of %s: %w", client.ObjectKeyFromObject(obj), err)
+	}
+	return base, nil
+}
