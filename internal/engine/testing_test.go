@@ -1,12 +1,16 @@
 package engine
 
 import (
+	"context"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	"github.com/openmcp-project/kcp-serviceprovider/internal/providerconfig"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
@@ -48,4 +52,61 @@ func widgetClusters(cl ctrlclient.Client) *clusterSet {
 		set.clusters["ws"] = &staleCluster{cache: cl, server: cl}
 	}
 	return set
+}
+
+// laggingServer is one widget on a fake server whose cache can lag: while lagging is
+// set, every read of the widget answers with it instead of the server's object. It
+// counts the engine's status and metadata writes.
+type laggingServer struct {
+	server                       ctrlclient.WithWatch
+	engine                       *Engine[*widget.Widget]
+	req                          mcreconcile.Request
+	lagging                      *widget.Widget
+	statusWrites, metadataWrites int
+}
+
+func newLaggingServer(t testing.TB, obj *widget.Widget, r provider.Reconciler[*widget.Widget]) *laggingServer {
+	t.Helper()
+	s := &laggingServer{req: mcreconcile.Request{ClusterName: "ws", Request: reconcile.Request{NamespacedName: ctrlclient.ObjectKeyFromObject(obj)}}}
+	s.server = fake.NewClientBuilder().WithScheme(widgetScheme(t)).WithObjects(obj).WithStatusSubresource(&widget.Widget{}).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Get: func(ctx context.Context, c ctrlclient.WithWatch, key ctrlclient.ObjectKey, o ctrlclient.Object, opts ...ctrlclient.GetOption) error {
+				if w, ok := o.(*widget.Widget); ok && s.lagging != nil {
+					s.lagging.DeepCopyInto(w)
+					return nil
+				}
+				return c.Get(ctx, key, o, opts...)
+			},
+			Patch: func(ctx context.Context, c ctrlclient.WithWatch, o ctrlclient.Object, p ctrlclient.Patch, opts ...ctrlclient.PatchOption) error {
+				s.metadataWrites++
+				return c.Patch(ctx, o, p, opts...)
+			},
+			SubResourcePatch: func(ctx context.Context, c ctrlclient.Client, sub string, o ctrlclient.Object, p ctrlclient.Patch, opts ...ctrlclient.SubResourcePatchOption) error {
+				s.statusWrites++
+				return c.SubResource(sub).Patch(ctx, o, p, opts...)
+			},
+		}).Build()
+	s.engine = New(testOptions(t, r), widgetClusters(s.server))
+	return s
+}
+
+// reconcile runs the engine once and fails the test on an error.
+func (s *laggingServer) reconcile(t testing.TB) {
+	t.Helper()
+	if _, err := s.engine.Reconcile(context.Background(), s.req); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+}
+
+// read returns the server's widget, past the lagging cache.
+func (s *laggingServer) read(t testing.TB) *widget.Widget {
+	t.Helper()
+	lag := s.lagging
+	s.lagging = nil
+	defer func() { s.lagging = lag }()
+	w := &widget.Widget{}
+	if err := s.server.Get(context.Background(), s.req.NamespacedName, w); err != nil {
+		t.Fatal(err)
+	}
+	return w
 }

@@ -6,12 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
@@ -49,59 +43,21 @@ func (p *ownStatusProvider) Delete(context.Context, *widget.Widget) (provider.Re
 func TestProviderOwnStatusAndLabels(t *testing.T) {
 	obj := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "default", UID: "u1", Finalizers: []string{testFinalizer},
 		Labels: map[string]string{"team": "a", "stale": "x"}}}
-	var lagging *widget.Widget
-	statusWrites, metadataWrites := 0, 0
-	server := fake.NewClientBuilder().WithScheme(widgetScheme(t)).WithObjects(obj).WithStatusSubresource(&widget.Widget{}).
-		WithInterceptorFuncs(interceptor.Funcs{
-			Get: func(ctx context.Context, c ctrlclient.WithWatch, key ctrlclient.ObjectKey, o ctrlclient.Object, opts ...ctrlclient.GetOption) error {
-				if w, ok := o.(*widget.Widget); ok && lagging != nil {
-					lagging.DeepCopyInto(w)
-					return nil
-				}
-				return c.Get(ctx, key, o, opts...)
-			},
-			Patch: func(ctx context.Context, c ctrlclient.WithWatch, o ctrlclient.Object, p ctrlclient.Patch, opts ...ctrlclient.PatchOption) error {
-				metadataWrites++
-				return c.Patch(ctx, o, p, opts...)
-			},
-			SubResourcePatch: func(ctx context.Context, c ctrlclient.Client, sub string, o ctrlclient.Object, p ctrlclient.Patch, opts ...ctrlclient.SubResourcePatchOption) error {
-				statusWrites++
-				return c.SubResource(sub).Patch(ctx, o, p, opts...)
-			},
-		}).Build()
 	p := &ownStatusProvider{phase: "Pending"}
-	e := New(testOptions(t, p), widgetClusters(server))
-	req := mcreconcile.Request{ClusterName: "ws", Request: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "w"}}}
-	reconcileOnce := func() {
-		t.Helper()
-		if _, err := e.Reconcile(context.Background(), req); err != nil {
-			t.Fatalf("reconcile: %v", err)
-		}
-	}
-	read := func() *widget.Widget {
-		t.Helper()
-		lag := lagging
-		lagging = nil
-		defer func() { lagging = lag }()
-		w := &widget.Widget{}
-		if err := server.Get(context.Background(), req.NamespacedName, w); err != nil {
-			t.Fatal(err)
-		}
-		return w
-	}
+	s := newLaggingServer(t, obj, p)
 	// The user labels the widget while the provider works.
 	p.during = func() {
-		w := read()
+		w := s.read(t)
 		w.Labels["env"] = "prod"
-		if err := server.Update(context.Background(), w); err != nil {
+		if err := s.server.Update(context.Background(), w); err != nil {
 			t.Fatal(err)
 		}
 	}
 
-	reconcileOnce()
-	got := read()
-	if statusWrites != 1 {
-		t.Errorf("%d status writes, want 1 carrying both the runtime's and the provider's fields", statusWrites)
+	s.reconcile(t)
+	got := s.read(t)
+	if s.statusWrites != 1 {
+		t.Errorf("%d status writes, want 1 carrying both the runtime's and the provider's fields", s.statusWrites)
 	}
 	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("Ready %+v, want True", c)
@@ -116,29 +72,29 @@ func TestProviderOwnStatusAndLabels(t *testing.T) {
 
 	// Nothing changed: nothing is written.
 	p.during = nil
-	statusWrites, metadataWrites = 0, 0
-	reconcileOnce()
-	if statusWrites != 0 || metadataWrites != 0 {
-		t.Errorf("%d status and %d metadata writes of an unchanged object, want none", statusWrites, metadataWrites)
+	s.statusWrites, s.metadataWrites = 0, 0
+	s.reconcile(t)
+	if s.statusWrites != 0 || s.metadataWrites != 0 {
+		t.Errorf("%d status and %d metadata writes of an unchanged object, want none", s.statusWrites, s.metadataWrites)
 	}
 
 	// Only the provider's own field changes: one status write.
 	p.phase = "Installed"
-	statusWrites = 0
-	reconcileOnce()
-	if statusWrites != 1 {
-		t.Errorf("%d status writes after the provider's phase changed, want 1", statusWrites)
+	s.statusWrites = 0
+	s.reconcile(t)
+	if s.statusWrites != 1 {
+		t.Errorf("%d status writes after the provider's phase changed, want 1", s.statusWrites)
 	}
-	if got := read(); len(got.Status.Parts) != 1 || got.Status.Parts[0].Phase != "Installed" {
+	if got := s.read(t); len(got.Status.Parts) != 1 || got.Status.Parts[0].Phase != "Installed" {
 		t.Errorf("parts %+v, want phase Installed", got.Status.Parts)
 	}
 
 	// A cache that lags behind that write: the engine's own last write is what the
 	// server holds, and the same status is not written again.
-	lagging = got
-	statusWrites = 0
-	reconcileOnce()
-	if statusWrites != 0 {
-		t.Errorf("%d status writes from a cache lagging behind the engine's own write, want 0", statusWrites)
+	s.lagging = got
+	s.statusWrites = 0
+	s.reconcile(t)
+	if s.statusWrites != 0 {
+		t.Errorf("%d status writes from a cache lagging behind the engine's own write, want 0", s.statusWrites)
 	}
 }
