@@ -24,3 +24,26 @@ func TestMain(m *testing.M) {
 	RemoveRunDir()
 	os.Exit(code)
 }
+
+// newTestEnv is an Env in a scratch folder named name, stopped when the test ends.
+func newTestEnv(t *testing.T, name string) *Env {
+	t.Helper()
+	assets, err := AssetsDir()
+	if err != nil {
+		t.Fatalf("%v (run hack/test-binaries.sh)", err)
+	}
+	dir, err := ScratchDir(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := New(dir, assets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return env
+}

@@ -33,23 +33,7 @@ import (
 // controller with the local platform as the cluster provider, and follows a workload
 // cluster from request to a working kubeconfig and back.
 func TestRealOperator(t *testing.T) {
-	assets, err := AssetsDir()
-	if err != nil {
-		t.Fatalf("%v (run hack/test-binaries.sh)", err)
-	}
-	dir, err := ScratchDir("operator")
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := New(dir, assets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	env := newTestEnv(t, "operator")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	p, err := env.StartPlatform(ctx, PlatformOptions{

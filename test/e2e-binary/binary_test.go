@@ -191,16 +191,7 @@ func TestBinary(t *testing.T) {
 	), operatorEnv)
 	waitHTTP200(ctx, t, run, "http://"+probe+"/readyz", 3*time.Minute)
 	t.Logf("run ready after %s", time.Since(runStart).Round(100*time.Millisecond))
-	harness.Eventually(ctx, t, 3*time.Minute, "APIExport provisioned by run", func(ctx context.Context) error {
-		export := &apisv1alpha2.APIExport{}
-		if err := providerClient.Get(ctx, client.ObjectKey{Name: echo.ExportName}, export); err != nil {
-			return err
-		}
-		if export.Status.IdentityHash == "" {
-			return fmt.Errorf("no identity yet")
-		}
-		return nil
-	})
+	waitExportProvisioned(ctx, t, providerClient)
 	t.Logf("kcp mode provisioned after %s", time.Since(runStart).Round(100*time.Millisecond))
 	// The platform team sees it on the ProviderConfig (written with config/rbac's rights).
 	harness.Eventually(ctx, t, time.Minute, "ProviderConfig KCPMode Active", func(ctx context.Context) error {

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	rtv1alpha1 "github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/examples/echo"
 	"github.com/openmcp-project/kcp-serviceprovider/examples/echo/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
@@ -212,4 +213,20 @@ func createSample(ctx context.Context, t testing.TB, c client.Client) time.Time 
 		return nil
 	})
 	return created
+}
+
+// waitExportProvisioned waits until run has provisioned echo's APIExport in the
+// provider workspace and kcp has given it an identity.
+func waitExportProvisioned(ctx context.Context, t *testing.T, provider client.Client) {
+	t.Helper()
+	harness.Eventually(ctx, t, 3*time.Minute, "APIExport provisioned by run", func(ctx context.Context) error {
+		export := &apisv1alpha2.APIExport{}
+		if err := provider.Get(ctx, client.ObjectKey{Name: echo.ExportName}, export); err != nil {
+			return err
+		}
+		if export.Status.IdentityHash == "" {
+			return fmt.Errorf("no identity yet")
+		}
+		return nil
+	})
 }

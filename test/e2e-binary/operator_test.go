@@ -13,7 +13,6 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	"github.com/kcp-dev/logicalcluster/v3"
-	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	providerv1alpha1 "github.com/openmcp-project/openmcp-operator/api/provider/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -31,7 +30,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
-	"github.com/openmcp-project/kcp-serviceprovider/examples/echo"
 	"github.com/openmcp-project/kcp-serviceprovider/examples/echo/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
@@ -109,16 +107,7 @@ func TestOperatorDeploysProvider(t *testing.T) {
 	harness.ApplyYAML(ctx, t, pf, filepath.Join(repoRoot, "examples/echo/config/samples/echo_v1alpha1_providerconfig_kcp.yaml"))
 	k := &harness.KCP{KCP: p.KCP}
 	providerClient := harness.NewClient(t, k.ConfigFor(logicalcluster.NewPath(providerWS)), echoScheme)
-	harness.Eventually(ctx, t, 3*time.Minute, "APIExport provisioned by run", func(ctx context.Context) error {
-		export := &apisv1alpha2.APIExport{}
-		if err := providerClient.Get(ctx, client.ObjectKey{Name: echo.ExportName}, export); err != nil {
-			return err
-		}
-		if export.Status.IdentityHash == "" {
-			return fmt.Errorf("no identity yet")
-		}
-		return nil
-	})
+	waitExportProvisioned(ctx, t, providerClient)
 	before := platformCredentials(ctx, t, pf)
 
 	tenantPath, tenantLC := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "tenant")
