@@ -158,44 +158,47 @@ func access(ctx context.Context, pick func(*Tenant) *Access) *Access {
 	return nil
 }
 
+// clientOf and kubeconfigOf read an Access that may be nil.
+func clientOf(a *Access) client.Client {
+	if a == nil {
+		return nil
+	}
+	return a.Client
+}
+
+func kubeconfigOf(a *Access) []byte {
+	if a == nil {
+		return nil
+	}
+	return a.Kubeconfig
+}
+
 func mcp(t *Tenant) *Access      { return t.MCP }
 func worker(t *Tenant) *Access   { return t.Worker }
 func workload(t *Tenant) *Access { return t.Workload }
 
 // MCPFromCtx is a client for the end-user cluster.
 func MCPFromCtx(ctx context.Context) client.Client {
-	if a := access(ctx, mcp); a != nil {
-		return a.Client
-	}
-	return nil
+	return clientOf(access(ctx, mcp))
 }
 
 // MCPKubeconfigFromCtx is the raw end-user kubeconfig.
 func MCPKubeconfigFromCtx(ctx context.Context) []byte {
-	if a := access(ctx, mcp); a != nil {
-		return a.Kubeconfig
-	}
-	return nil
+	return kubeconfigOf(access(ctx, mcp))
 }
 
 // WorkerFromCtx is a client for the end-user cluster with the worker's credential
 // (Tenant.Worker): what the worker will be allowed there, for a provider that checks
 // it. nil in Delete.
 func WorkerFromCtx(ctx context.Context) client.Client {
-	if a := access(ctx, worker); a != nil {
-		return a.Client
-	}
-	return nil
+	return clientOf(access(ctx, worker))
 }
 
 // WorkerKubeconfigFromCtx is the raw end-user kubeconfig of the worker's credential:
 // what a provider hands its long-running worker. Without worker rights declared apart
 // it is MCPKubeconfigFromCtx's. Never log it.
 func WorkerKubeconfigFromCtx(ctx context.Context) []byte {
-	if a := access(ctx, worker); a != nil {
-		return a.Kubeconfig
-	}
-	return nil
+	return kubeconfigOf(access(ctx, worker))
 }
 
 // WorkerConfigFromCtx is a copy of the REST config of the worker's credential, for
@@ -207,18 +210,12 @@ func WorkerConfigFromCtx(ctx context.Context) *rest.Config {
 // WorkloadFromCtx is a client for the workload cluster, nil when not requested or not
 // granted.
 func WorkloadFromCtx(ctx context.Context) client.Client {
-	if a := access(ctx, workload); a != nil {
-		return a.Client
-	}
-	return nil
+	return clientOf(access(ctx, workload))
 }
 
 // WorkloadKubeconfigFromCtx is the raw workload kubeconfig.
 func WorkloadKubeconfigFromCtx(ctx context.Context) []byte {
-	if a := access(ctx, workload); a != nil {
-		return a.Kubeconfig
-	}
-	return nil
+	return kubeconfigOf(access(ctx, workload))
 }
 
 // MCPConfigFromCtx is a copy of the end-user cluster's REST config, for workers
