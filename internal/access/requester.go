@@ -236,7 +236,7 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 		if pending := pendingRequest(cr, ar); pending != nil {
 			left := r.opts.GrantTimeout - time.Since(pending.GetCreationTimestamp().Time)
 			if left <= 0 {
-				return nil, r.notGranted(ctx, key, pending, says)
+				return nil, r.notGranted(ctx, key, pending, says, retry)
 			}
 			// Look again when the timeout ends, not a backoff later.
 			retry = min(retry, left)
@@ -271,8 +271,8 @@ func pendingRequest(cr *clustersv1alpha1.ClusterRequest, ar *clustersv1alpha1.Ac
 // annotation makes the responsible controller reconcile the request now, whatever its
 // backoff. The request itself stays: withdrawing it would throw away a grant in
 // progress (a cluster being provisioned) and, for the last request of a Cluster, the
-// Cluster with it.
-func (r *Requester) notGranted(ctx context.Context, key Key, pending client.Object, says string) error {
+// Cluster with it. retry is the tenant's waitingRetry of this look.
+func (r *Requester) notGranted(ctx context.Context, key Key, pending client.Object, says string, retry time.Duration) error {
 	kind := "AccessRequest"
 	if _, ok := pending.(*clustersv1alpha1.ClusterRequest); ok {
 		kind = "ClusterRequest"
@@ -302,7 +302,7 @@ func (r *Requester) notGranted(ctx context.Context, key Key, pending client.Obje
 	}
 	// Look again no later than the next ask is due.
 	next := max(time.Until(askedAt.Add(r.opts.GrantTimeout)), r.opts.RetryInterval)
-	return &WaitingError{Reason: r.opts.NotGrantedReason, Final: true, RequeueAfter: min(r.waitingRetry(key), next), Message: msg}
+	return &WaitingError{Reason: r.opts.NotGrantedReason, Final: true, RequeueAfter: min(retry, next), Message: msg}
 }
 
 // askAgain sets openMCP's operation annotation to "reconcile" on a request; the
