@@ -138,6 +138,33 @@ func (d *described) kcp() apiexport.Provisionable {
 	return apiexport.FromCRD(d.exportName, d.service)
 }
 
+// Surface is what the commands derive from a Provider's CRDs, for code that serves the
+// provider outside them (the test kit): which CRD goes where, and the kcp surface.
+type Surface struct {
+	// ServiceCRD is the Service API (onboarding cluster, and the kcp schema's source);
+	// PlatformCRDs are the others, the ProviderConfig among them.
+	ServiceCRD   *apiextensionsv1.CustomResourceDefinition
+	PlatformCRDs []*apiextensionsv1.CustomResourceDefinition
+	// ExportName is the APIExport tenants bind; KCP is what run provisions for it.
+	ExportName string
+	KCP        apiexport.Provisionable
+}
+
+// Surface describes the provider as run would serve it; the error is describe's.
+func (p Provider) Surface() (Surface, error) {
+	d, err := p.describe()
+	if err != nil {
+		return Surface{}, err
+	}
+	s := Surface{ServiceCRD: d.service, ExportName: d.exportName, KCP: d.kcp()}
+	for _, c := range d.crds {
+		if c != d.service {
+			s.PlatformCRDs = append(s.PlatformCRDs, c)
+		}
+	}
+	return s, nil
+}
+
 // ReadCRDs decodes every CustomResourceDefinition in the YAML files of fsys, in any
 // folder (`//go:embed crd/*.yaml` holds them under crd/), in path order, skipping other
 // objects.

@@ -208,7 +208,7 @@ func (p *Platform) grantAccess(ctx context.Context, ar *clustersv1alpha1.AccessR
 		if s.Labels == nil {
 			s.Labels = map[string]string{}
 		}
-		s.Labels[accessIDLabel] = id
+		s.Labels[AccessIDLabel] = id
 		s.Type = corev1.SecretTypeOpaque
 		s.Data = map[string][]byte{
 			clustersv1alpha1.SecretKeyKubeconfig:          kcfg,
@@ -354,7 +354,7 @@ func (p *Platform) cleanupAccess(ctx context.Context, ar *clustersv1alpha1.Acces
 			}
 			return fmt.Errorf("getting access Secret %s/%s: %w", ar.Namespace, name, err)
 		}
-		if s.Labels[accessIDLabel] != id {
+		if s.Labels[AccessIDLabel] != id {
 			continue // not ours
 		}
 		if err := p.c.Delete(ctx, s, client.Preconditions{UID: &s.UID}); err != nil && !apierrors.IsNotFound(err) {

@@ -52,9 +52,9 @@ const (
 	// explains the phase: True when granted, False with a reason otherwise.
 	ConditionGranted = "Granted"
 
-	// accessIDLabel marks every object created for one AccessRequest, on the target and
+	// AccessIDLabel marks every object created for one AccessRequest, on the target and
 	// on the platform, with a hash of the request's namespace and name.
-	accessIDLabel = prefix + "access-id"
+	AccessIDLabel = prefix + "access-id"
 	// tokenAnchorLabel marks the Secrets on a target that short-lived tokens are bound to.
 	tokenAnchorLabel = prefix + "token-anchor"
 	// expiresAtAnnotation on an anchor Secret holds when its tokens must stop working.

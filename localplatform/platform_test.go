@@ -827,7 +827,7 @@ func rbacOf(t *testing.T, cfg *rest.Config, ar *clustersv1alpha1.AccessRequest) 
 		"ClusterRole": &rbacv1.ClusterRoleList{}, "ClusterRoleBinding": &rbacv1.ClusterRoleBindingList{},
 		"Role": &rbacv1.RoleList{}, "RoleBinding": &rbacv1.RoleBindingList{},
 	} {
-		if err := c.List(t.Context(), list, client.MatchingLabels{accessIDLabel: AccessID(ar)}); err != nil {
+		if err := c.List(t.Context(), list, client.MatchingLabels{AccessIDLabel: AccessID(ar)}); err != nil {
 			t.Fatalf("listing %ss: %v", kind, err)
 		}
 		items, err := meta.ExtractList(list)

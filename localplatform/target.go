@@ -147,7 +147,7 @@ func (p *Platform) ensureRBAC(ctx context.Context, ar *clustersv1alpha1.AccessRe
 	if err := ensureNamespace(ctx, c, ns); err != nil {
 		return nil, fmt.Errorf("on target %s: %w", t.Name, err)
 	}
-	lbl := pairs.New(accessIDLabel, id)
+	lbl := pairs.New(AccessIDLabel, id)
 	sa, err := clusteraccess.EnsureServiceAccount(ctx, c, "access-"+id, ns, lbl)
 	if err != nil {
 		return nil, fmt.Errorf("on target %s: %w", t.Name, err)
@@ -215,7 +215,7 @@ func (p *Platform) mintToken(ctx context.Context, t *target, sa *corev1.ServiceA
 		anchor := &corev1.Secret{}
 		anchor.GenerateName = sa.Name + "-"
 		anchor.Namespace = sa.Namespace
-		anchor.Labels = map[string]string{accessIDLabel: id, tokenAnchorLabel: "true"}
+		anchor.Labels = map[string]string{AccessIDLabel: id, tokenAnchorLabel: "true"}
 		anchor.Annotations = map[string]string{expiresAtAnnotation: expires.UTC().Format(time.RFC3339)}
 		anchor.Type = corev1.SecretTypeOpaque
 		if err := t.client.Create(ctx, anchor); err != nil {
@@ -244,7 +244,7 @@ func (p *Platform) mintToken(ctx context.Context, t *target, sa *corev1.ServiceA
 func (p *Platform) sweepAnchors(ctx context.Context, t *target, id string) (time.Time, error) {
 	list := &corev1.SecretList{}
 	if err := t.client.List(ctx, list, client.InNamespace(p.opts.AccessNamespace),
-		client.MatchingLabels{accessIDLabel: id, tokenAnchorLabel: "true"}); err != nil {
+		client.MatchingLabels{AccessIDLabel: id, tokenAnchorLabel: "true"}); err != nil {
 		return time.Time{}, fmt.Errorf("on target %s: listing token anchors: %w", t.Name, err)
 	}
 	now := time.Now()
@@ -269,7 +269,7 @@ func (p *Platform) sweepAnchors(ctx context.Context, t *target, id string) (time
 // except what keep names (see refKey). With keep nil it deletes everything, including
 // the ServiceAccount and the token anchors, which revokes all its tokens.
 func (p *Platform) cleanupTarget(ctx context.Context, t *target, id string, keep map[string]bool) error {
-	sel := client.MatchingLabels{accessIDLabel: id}
+	sel := client.MatchingLabels{AccessIDLabel: id}
 	type listKind struct {
 		kind string
 		list client.ObjectList

@@ -264,7 +264,7 @@ func (e *env) leftovers(ctx context.Context, t *testing.T, controlPlane string, 
 	}
 	for _, c := range []client.Client{e.wl, e.mcpc} {
 		for _, id := range ids {
-			byID := client.MatchingLabels{"localplatform.openmcp.cloud/access-id": id}
+			byID := client.MatchingLabels{localplatform.AccessIDLabel: id}
 			for _, k := range []struct {
 				n    *int
 				list client.ObjectList

@@ -519,7 +519,7 @@ func accessObjects(ctx context.Context, t testing.TB, wl client.Client, ids []st
 	for _, id := range ids {
 		for _, l := range []client.ObjectList{&corev1.ServiceAccountList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{},
 			&rbacv1.ClusterRoleList{}, &rbacv1.ClusterRoleBindingList{}} {
-			if err := wl.List(ctx, l, client.MatchingLabels{"localplatform.openmcp.cloud/access-id": id}); err != nil {
+			if err := wl.List(ctx, l, client.MatchingLabels{localplatform.AccessIDLabel: id}); err != nil {
 				t.Fatal(err)
 			}
 			n += meta.LenList(l)

@@ -1,0 +1,286 @@
+package testkit
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kcp-dev/logicalcluster/v3"
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
+	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
+	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/workspaces"
+)
+
+// Timeouts of the kit's waits: generous for two cores, and still a failure, never a
+// hang, when the runtime does not get there.
+const (
+	readyTimeout   = 2 * time.Minute
+	deleteTimeout  = 2 * time.Minute
+	leftoverWindow = time.Minute
+)
+
+// Tenant is one tenant of the provider: a kcp workspace bound to its APIExport, or a
+// ControlPlane on the platform with its namespace on the onboarding cluster.
+type Tenant struct {
+	// Mode is cluster.ModeKCP or cluster.ModeStandard.
+	Mode cluster.Mode
+	// Name names the tenant: the workspace (under root) or the ControlPlane.
+	Name string
+	// Client is where the tenant creates its Service object: its workspace, or the
+	// onboarding cluster. EndUser is the end-user cluster the provider is handed
+	// (cluster.MCPFromCtx): the workspace again, or the MCP cluster. Both are admin.
+	Client, EndUser client.Client
+	// Identity is what cluster.IdentityFromCtx returns for this tenant's object.
+	Identity cluster.Identity
+
+	env       *Env
+	namespace string
+	// inspect is an admin client of the end-user cluster with the harness scheme.
+	inspect client.Client
+	// byTenant selects the platform requests the runtime ordered for this tenant.
+	byTenant client.MatchingLabels
+}
+
+// Tenants returns one tenant of each mode named name: a kcp workspace and a
+// ControlPlane, for a test that runs the same steps in both.
+func (e *Env) Tenants(t *testing.T, name string) []*Tenant {
+	t.Helper()
+	return []*Tenant{e.KCPTenant(t, name), e.StandardTenant(t, name)}
+}
+
+// KCPTenant creates the workspace root:<name> and binds the provider's APIExport in
+// it, accepting exactly the runtime's permission claims (apiexport.AcceptedClaims),
+// as a tenant following the provider's apibinding does.
+func (e *Env) KCPTenant(t *testing.T, name string) *Tenant {
+	t.Helper()
+	ctx := t.Context()
+	path, lc := e.KCP.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), name)
+	e.KCP.CreateAPIBinding(ctx, t, path, e.opts.Provider.Name, e.ProviderWorkspace, e.surface.ExportName,
+		apiexport.AcceptedClaims(e.opts.Provider.Name))
+	c := harness.NewClient(t, e.KCP.ConfigFor(path), e.opts.Scheme)
+	return &Tenant{Mode: cluster.ModeKCP, Name: name, Client: c, EndUser: c, Identity: cluster.KCPIdentity(lc.String()),
+		env: e, namespace: corev1.NamespaceDefault, inspect: harness.NewClient(t, e.KCP.ConfigFor(path)),
+		byTenant: client.MatchingLabels{openmcpconst.ManagedByLabel: e.opts.Provider.Name, workspaces.LogicalClusterLabel: lc.String()}}
+}
+
+// StandardTenant registers the ControlPlane default/<name> on the MCP cluster, as the
+// openmcp-operator does for a tenant's ControlPlane. Its Service object lives in
+// namespace default of the onboarding cluster, named like the ControlPlane.
+func (e *Env) StandardTenant(t *testing.T, name string) *Tenant {
+	t.Helper()
+	ns := corev1.NamespaceDefault
+	if err := e.platform.Local.RegisterControlPlane(t.Context(), name, ns, localenv.PurposeMCP); err != nil {
+		t.Fatalf("testkit: %v", err)
+	}
+	return &Tenant{Mode: cluster.ModeStandard, Name: name, Client: e.Onboarding, EndUser: e.MCP,
+		Identity: cluster.StandardIdentity(ns, name), env: e, namespace: ns, inspect: e.inspect.mcp,
+		byTenant: client.MatchingLabels{openmcpconst.ManagedByLabel: e.opts.Provider.Name,
+			openmcpconst.OnboardingNameLabel: name, openmcpconst.OnboardingNamespaceLabel: ns}}
+}
+
+// ObjectMeta is where the tenant's Service object goes: named like the tenant (which
+// standard mode requires: the object names its ControlPlane), in namespace default.
+func (tn *Tenant) ObjectMeta() metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: tn.namespace, Name: tn.Name}
+}
+
+// Create creates the tenant's Service object. In a workspace the bound resource is
+// served a moment after the binding says Bound: only that is retried.
+func (tn *Tenant) Create(t *testing.T, obj client.Object) {
+	t.Helper()
+	harness.Eventually(t.Context(), t, 30*time.Second, "creating "+describe(tn, obj), func(ctx context.Context) error {
+		err := tn.Client.Create(ctx, obj)
+		if err != nil && !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
+			t.Fatalf("creating %s: %v", describe(tn, obj), err)
+		}
+		return err
+	})
+}
+
+// WaitReady waits until the object's Ready condition is True for its current
+// generation and reads it into obj; a failure quotes the condition's reason and
+// message.
+func (tn *Tenant) WaitReady(t *testing.T, obj client.Object) {
+	t.Helper()
+	tn.WaitCondition(t, obj, v1alpha1.ConditionReady, metav1.ConditionTrue, "")
+}
+
+// WaitCondition waits until the object's condition of type cond has status (and
+// reason, unless empty) for its current generation and reads it into obj.
+func (tn *Tenant) WaitCondition(t *testing.T, obj client.Object, cond string, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	key := client.ObjectKeyFromObject(obj)
+	harness.Eventually(t.Context(), t, readyTimeout, fmt.Sprintf("%s %s=%s %s", describe(tn, obj), cond, status, reason), func(ctx context.Context) error {
+		u, err := tn.get(ctx, obj, key)
+		if err != nil {
+			return err
+		}
+		c := findCondition(u, cond)
+		if c == nil || c.Status != status || (reason != "" && c.Reason != reason) || (c.ObservedGeneration != 0 && c.ObservedGeneration != u.GetGeneration()) {
+			return fmt.Errorf("%s (generation %d)", describeCondition(c, cond), u.GetGeneration())
+		}
+		return nil
+	})
+	if err := tn.Client.Get(t.Context(), key, obj); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// get reads the object at key as unstructured, of obj's kind.
+func (tn *Tenant) get(ctx context.Context, obj client.Object, key client.ObjectKey) (*unstructured.Unstructured, error) {
+	gvk, err := apiutil.GVKForObject(obj, tn.env.opts.Scheme)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u, tn.Client.Get(ctx, key, u)
+}
+
+// DeleteAndExpectNoLeftovers deletes the tenant's object, waits until it is gone (the
+// runtime has called Delete and removed its finalizer), and then until nothing the
+// runtime ordered or created for the tenant is left: no ClusterRequest or
+// AccessRequest on the platform cluster, none of the credentials granted for them on
+// the workload and end-user clusters, and in kcp mode none of the ServiceAccounts and
+// RBAC the runtime labels as its own in the workspace. What the provider itself
+// installed is the provider's to assert.
+func (tn *Tenant) DeleteAndExpectNoLeftovers(t *testing.T, obj client.Object) {
+	t.Helper()
+	ctx := t.Context()
+	ids := tn.accessIDs(ctx, t)
+	// The check proves something only if it sees the runtime's objects while they are
+	// there: the requests, the credentials granted for them, and in a workspace the
+	// runtime's ServiceAccounts.
+	before := strings.Join(tn.leftovers(ctx, ids), ", ")
+	for _, want := range tn.expectedBeforeDeletion() {
+		if !strings.Contains(before, want) {
+			t.Fatalf("before deleting %s the leftover check sees no %q, so it would prove nothing; it sees: %s", describe(tn, obj), want, before)
+		}
+	}
+	if err := localenv.DeleteAndWait(ctx, tn.Client, obj, deleteTimeout); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(ctx, t, leftoverWindow, "nothing of the runtime's left for tenant "+tn.Name, func(ctx context.Context) error {
+		if left := tn.leftovers(ctx, ids); len(left) > 0 {
+			return fmt.Errorf("left: %s", strings.Join(left, ", "))
+		}
+		return nil
+	})
+}
+
+// expectedBeforeDeletion are what leftovers must name while the object is served.
+func (tn *Tenant) expectedBeforeDeletion() []string {
+	// kcp mode needs a workload cluster (builder.Complete), so every provider the
+	// kit serves orders one.
+	want := []string{"ClusterRequest ", "AccessRequest ", "ServiceAccount "}
+	if tn.Mode == cluster.ModeKCP {
+		want = append(want, "on workspace "+tn.Name)
+	}
+	return want
+}
+
+// accessIDs are the local cluster provider's IDs of the tenant's AccessRequests: what
+// it labels the credentials it grants for each with.
+func (tn *Tenant) accessIDs(ctx context.Context, t *testing.T) []string {
+	t.Helper()
+	ars := &clustersv1alpha1.AccessRequestList{}
+	if err := tn.env.inspect.platform.List(ctx, ars, tn.byTenant); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range ars.Items {
+		ids = append(ids, localplatform.AccessID(&ars.Items[i]))
+	}
+	return ids
+}
+
+// leftovers names what is left of the tenant.
+func (tn *Tenant) leftovers(ctx context.Context, ids []string) []string {
+	var left []string
+	count := func(c client.Client, where string, list client.ObjectList, sel client.MatchingLabels) {
+		if err := c.List(ctx, list, sel); err != nil {
+			left = append(left, fmt.Sprintf("(listing on %s: %v)", where, err))
+			return
+		}
+		_ = meta.EachListItem(list, func(o runtime.Object) error {
+			m, _ := meta.Accessor(o)
+			gvk, _ := apiutil.GVKForObject(o, c.Scheme())
+			left = append(left, fmt.Sprintf("%s %s on %s", gvk.Kind, client.ObjectKey{Namespace: m.GetNamespace(), Name: m.GetName()}, where))
+			return nil
+		})
+	}
+	in := tn.env.inspect
+	count(in.platform, "the platform cluster", &clustersv1alpha1.ClusterRequestList{}, tn.byTenant)
+	count(in.platform, "the platform cluster", &clustersv1alpha1.AccessRequestList{}, tn.byTenant)
+	credentials := func() []client.ObjectList {
+		return []client.ObjectList{&corev1.ServiceAccountList{}, &corev1.SecretList{}, &rbacv1.RoleList{},
+			&rbacv1.RoleBindingList{}, &rbacv1.ClusterRoleList{}, &rbacv1.ClusterRoleBindingList{}}
+	}
+	for _, id := range ids {
+		for where, c := range map[string]client.Client{"the platform cluster": in.platform, "the workload cluster": in.workload, "the MCP cluster": in.mcp} {
+			for _, list := range credentials() {
+				count(c, where, list, client.MatchingLabels{localplatform.AccessIDLabel: id})
+			}
+		}
+	}
+	if tn.Mode == cluster.ModeKCP {
+		for _, list := range credentials() {
+			count(tn.inspect, "workspace "+tn.Name, list, client.MatchingLabels{apiexport.ManagedByLabel: tn.env.opts.Provider.Name})
+		}
+	}
+	slices.Sort(left)
+	return left
+}
+
+// describe names obj for messages: its kind, key and tenant.
+func describe(tn *Tenant, obj client.Object) string {
+	kind := fmt.Sprintf("%T", obj)
+	if gvk, err := apiutil.GVKForObject(obj, tn.env.opts.Scheme); err == nil {
+		kind = gvk.Kind
+	}
+	return fmt.Sprintf("%s %s (%s tenant %s)", kind, client.ObjectKeyFromObject(obj), tn.Mode, tn.Name)
+}
+
+// findCondition returns the object's status condition of type cond, or nil.
+func findCondition(u *unstructured.Unstructured, cond string) *metav1.Condition {
+	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, r := range raw {
+		m, ok := r.(map[string]any)
+		if !ok || m["type"] != cond {
+			continue
+		}
+		c := &metav1.Condition{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, c); err != nil {
+			return nil
+		}
+		return c
+	}
+	return nil
+}
+
+// describeCondition says what a condition is, for a failed wait.
+func describeCondition(c *metav1.Condition, cond string) string {
+	if c == nil {
+		return "no " + cond + " condition yet"
+	}
+	return fmt.Sprintf("%s=%s, reason %s: %s", c.Type, c.Status, c.Reason, c.Message)
+}

@@ -1,0 +1,175 @@
+package testkit
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kcp-dev/logicalcluster/v3"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/command"
+	"github.com/openmcp-project/kcp-serviceprovider/config"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
+	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
+)
+
+// Main is the TestMain of a package using the kit: without the test servers it prints
+// the one command that builds them and exits 1; it removes what test binaries that
+// died left behind.
+func Main(m *testing.M) { harness.Main(m) }
+
+// Options are what the kit needs of the provider.
+type Options struct {
+	// Provider is the provider as its main hands it to command.Main.
+	Provider command.Provider
+	// Scheme knows the Kubernetes types and the provider's own (Service API and
+	// ProviderConfig); the kit's clients use it.
+	Scheme *runtime.Scheme
+	// ProviderConfig is the provider's ProviderConfig without spec.kcp: the kit names
+	// it after the provider, adds spec.kcp for its provider workspace and creates it
+	// on the platform cluster before the runtime starts.
+	ProviderConfig client.Object
+	// Runtime tunes the runtime (Platform, Onboarding and Namespace are the kit's).
+	// RetryInterval defaults to one second, SweepInterval to five, so that a test
+	// does not wait on the production safety nets.
+	Runtime builder.Options
+}
+
+// Env is a running platform serving the provider in both modes.
+type Env struct {
+	// Platform, Onboarding, Workload and MCP are admin clients of those clusters.
+	Platform, Onboarding, Workload, MCP client.Client
+	// ProviderNamespace is the provider's namespace on the platform cluster (the
+	// openmcp-operator's), where cluster.ProviderNamespaceFromCtx points; a provider
+	// that copies a pull secret from there finds it where the test put it.
+	ProviderNamespace string
+	// KCP is the kcp server; ProviderWorkspace holds the provider's APIExport.
+	KCP               *harness.KCP
+	ProviderWorkspace logicalcluster.Path
+
+	platform *harness.Platform
+	opts     Options
+	surface  command.Surface
+	// inspect holds admin clients with the harness scheme (openMCP's request types,
+	// RBAC), which the author's scheme need not know, for the leftover checks.
+	inspect struct{ platform, workload, mcp client.Client }
+}
+
+// Start starts the platform and the provider's runtime in the test process, and
+// returns once kcp mode serves the provider's APIExport. t.Cleanup stops everything.
+func Start(t *testing.T, opts Options) *Env {
+	t.Helper()
+	ctx := t.Context()
+	harness.LogToTest(t)
+	if opts.Scheme == nil || opts.ProviderConfig == nil {
+		t.Fatal("testkit.Options: Scheme and ProviderConfig are required")
+	}
+	surface, err := opts.Provider.Surface()
+	if err != nil {
+		t.Fatalf("testkit: %v", err)
+	}
+	e := &Env{ProviderNamespace: localenv.DefaultOperatorNamespace, opts: opts, surface: surface,
+		ProviderWorkspace: logicalcluster.NewPath("root:providers:" + opts.Provider.Name)}
+	rbac := filepath.Join(t.TempDir(), "runtime-rbac.yaml")
+	if err := os.WriteFile(rbac, config.KCPRuntimeRBAC(surface.ExportName), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secret := types.NamespacedName{Namespace: e.ProviderNamespace, Name: "kcp-kubeconfig"}
+	e.platform = harness.StartPlatform(ctx, t, localenv.PlatformOptions{
+		Clusters: []string{localenv.PurposeOnboarding, localenv.PurposeWorkload, localenv.PurposeMCP},
+		CRDs: map[string][]*apiextensionsv1.CustomResourceDefinition{
+			localenv.PurposePlatform: surface.PlatformCRDs, localenv.PurposeOnboarding: {surface.ServiceCRD},
+		},
+		KCP: true,
+		Provider: &localenv.ProviderWorkspace{Path: e.ProviderWorkspace.String(), RBACFile: rbac, Secret: secret,
+			ServiceAccount: types.NamespacedName{Namespace: "kcp-serviceprovider", Name: "runtime"}},
+	})
+	p := e.platform
+	e.KCP = p.KCP
+	e.Platform, e.Onboarding = harness.NewClient(t, p.Platform.Config, opts.Scheme), harness.NewClient(t, p.Onboarding.Config, opts.Scheme)
+	e.Workload, e.MCP = harness.NewClient(t, p.Workload.Config, opts.Scheme), harness.NewClient(t, p.MCP.Config, opts.Scheme)
+	e.inspect.platform, e.inspect.workload, e.inspect.mcp = p.Platform.Client, p.Workload.Client, p.MCP.Client
+
+	if err := e.createProviderConfig(ctx, secret); err != nil {
+		t.Fatalf("testkit: %v", err)
+	}
+	rt, err := opts.Provider.NewRuntime(opts.Provider.Name, surface.KCP)
+	if err != nil {
+		t.Fatalf("testkit: declaring provider %s: %v", opts.Provider.Name, err)
+	}
+	ro := opts.Runtime
+	ro.Platform, ro.Onboarding, ro.Namespace = p.Platform.Config, p.Onboarding.Config, e.ProviderNamespace
+	if ro.RetryInterval == 0 {
+		ro.RetryInterval = time.Second
+	}
+	if ro.SweepInterval == 0 {
+		ro.SweepInterval = 5 * time.Second
+	}
+	if ro.MetricsBindAddress == "" {
+		ro.MetricsBindAddress = "0"
+	}
+	harness.Background(ctx, t, "the "+opts.Provider.Name+" runtime", func(ctx context.Context) error { return rt.Start(ctx, ro) })
+	harness.Eventually(ctx, t, 2*time.Minute, "kcp mode serving APIExport "+surface.ExportName, func(ctx context.Context) error {
+		return e.kcpModeActive(ctx)
+	})
+	return e
+}
+
+// createProviderConfig creates the ProviderConfig named after the provider, with
+// spec.kcp naming the provider workspace and the runtime's kubeconfig Secret.
+func (e *Env) createProviderConfig(ctx context.Context, secret types.NamespacedName) error {
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(e.opts.ProviderConfig)
+	if err != nil {
+		return fmt.Errorf("converting the ProviderConfig: %w", err)
+	}
+	u := &unstructured.Unstructured{Object: raw}
+	gvks, _, err := e.opts.Scheme.ObjectKinds(e.opts.ProviderConfig)
+	if err != nil {
+		return fmt.Errorf("the ProviderConfig's kind: %w", err)
+	}
+	u.SetGroupVersionKind(gvks[0])
+	u.SetName(e.opts.Provider.Name)
+	kcp, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1alpha1.KCP{
+		ProviderWorkspace: e.ProviderWorkspace.String(),
+		KubeconfigSecret:  v1alpha1.SecretReference{Namespace: secret.Namespace, Name: secret.Name},
+	})
+	if err != nil {
+		return err
+	}
+	if err := unstructured.SetNestedMap(u.Object, kcp, "spec", "kcp"); err != nil {
+		return err
+	}
+	if err := e.Platform.Create(ctx, u); err != nil {
+		return fmt.Errorf("creating ProviderConfig %s: %w", u.GetName(), err)
+	}
+	return nil
+}
+
+// kcpModeActive reports whether the ProviderConfig says kcp mode serves
+// (KCPMode=True, reason Active), which it does once the APIExport is provisioned.
+func (e *Env) kcpModeActive(ctx context.Context) error {
+	u := &unstructured.Unstructured{}
+	gvks, _, err := e.opts.Scheme.ObjectKinds(e.opts.ProviderConfig)
+	if err != nil {
+		return err
+	}
+	u.SetGroupVersionKind(gvks[0])
+	if err := e.Platform.Get(ctx, client.ObjectKey{Name: e.opts.Provider.Name}, u); err != nil {
+		return err
+	}
+	c := findCondition(u, v1alpha1.ConditionKCPMode)
+	if c == nil || c.Status != "True" || c.Reason != v1alpha1.ReasonKCPActive {
+		return fmt.Errorf("ProviderConfig %s: %s", u.GetName(), describeCondition(c, v1alpha1.ConditionKCPMode))
+	}
+	return nil
+}
