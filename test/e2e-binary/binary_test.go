@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,7 +31,6 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/examples/echo"
 	"github.com/openmcp-project/kcp-serviceprovider/examples/echo/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
-	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/workspaces"
 	"path/filepath"
@@ -56,9 +56,10 @@ var (
 // TestBinary is the acceptance test of the binary: built from cmd/kcp-serviceprovider
 // and run as the openmcp-operator runs it (init, then run, with --environment,
 // --provider-name, --verbosity and POD_NAMESPACE), with exactly the platform RBAC of
-// config/rbac, onboarding access requested from the platform, against a real kcp and
-// real kube-apiservers for the platform, onboarding, workload and MCP clusters. Tenants
-// apply the sample manifests of examples/echo/config.
+// config/rbac, onboarding access requested from the platform, against a real kcp, real
+// kube-apiservers for the platform, onboarding, workload and MCP clusters, and the real
+// openmcp-operator's scheduler and access-request controller. Tenants apply the sample
+// manifests of examples/echo/config.
 func TestBinary(t *testing.T) {
 	ctx := t.Context()
 	harness.LogToTest(t)
@@ -66,42 +67,30 @@ func TestBinary(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
 
-	k := harness.StartKCP(t, harness.WithFeatureGates("GlobalServiceAccount=true"))
-	platform := harness.StartAPIServer(t, harness.PurposePlatform)
-	onboarding := harness.StartAPIServer(t, harness.PurposeOnboarding)
-	workloadSrv := harness.StartAPIServer(t, harness.PurposeWorkload)
-	mcpSrv := harness.StartAPIServer(t, harness.PurposeMCP)
-	pf, ob, wl := harness.NewClient(t, platform.Config, echoScheme), harness.NewClient(t, onboarding.Config, echoScheme), harness.NewClient(t, workloadSrv.Config, echoScheme)
+	// The platform: kcp with the provider workspace, the runtime's identity there
+	// (exactly the shipped RBAC) and its kubeconfig in the Secret the sample
+	// ProviderConfig names; API servers for the platform, onboarding, workload and MCP
+	// clusters; the real openmcp-operator's scheduler and access-request controller; the
+	// local cluster provider granting workload, onboarding and MCP access; and the
+	// ControlPlane default/demo for standard mode.
+	p := harness.StartPlatform(ctx, t, localenv.PlatformOptions{
+		Clusters:      []string{localenv.PurposeOnboarding, localenv.PurposeWorkload, localenv.PurposeMCP},
+		Targets:       []string{localenv.PurposeWorkload, localenv.PurposeOnboarding, localenv.PurposeMCP},
+		ControlPlanes: []types.NamespacedName{{Namespace: demo.Namespace, Name: demo.Name}},
+		KCP:           true,
+		Provider: &localenv.ProviderWorkspace{
+			Path:           providerWS,
+			RBACFile:       filepath.Join(repoRoot, "examples/echo/config/kcp/runtime-rbac.yaml"),
+			ServiceAccount: types.NamespacedName{Namespace: "kcp-serviceprovider", Name: "runtime"},
+			Secret:         types.NamespacedName{Namespace: providerNS, Name: "kcp-kubeconfig"},
+		},
+	})
+	k, platform, mcpSrv := p.KCP, p.Platform, p.MCP
+	pf, ob, wl := harness.NewClient(t, platform.Config, echoScheme), harness.NewClient(t, p.Onboarding.Config, echoScheme), harness.NewClient(t, p.Workload.Config, echoScheme)
 
-	// The platform's side of the protocol: grants for workload, onboarding and MCP
-	// access, and the ControlPlane default/demo for standard mode.
-	lp, err := localplatform.New(platform.Config, localplatform.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []localplatform.TargetCluster{
-		{Name: "workload", Purposes: []string{clustersv1alpha1.PURPOSE_WORKLOAD}, Config: workloadSrv.Config},
-		{Name: "onboarding", Purposes: []string{clustersv1alpha1.PURPOSE_ONBOARDING}, Config: onboarding.Config},
-		{Name: "mcp", Purposes: []string{clustersv1alpha1.PURPOSE_MCP}, Config: mcpSrv.Config},
-	} {
-		if err := lp.AddCluster(tc); err != nil {
-			t.Fatal(err)
-		}
-	}
-	harness.Background(ctx, t, "local platform", lp.Start)
-	if err := lp.RegisterControlPlane(ctx, demo.Name, demo.Namespace, "mcp"); err != nil {
-		t.Fatal(err)
-	}
-
-	// What the openmcp-operator and the platform team do: the operator's namespace and
-	// the init and run ServiceAccounts, bound to config/rbac (not cluster-admin), the
-	// ServiceProvider, the kcp provider workspace with the runtime's identity, its
-	// kubeconfig Secret.
-	// The local platform may have created the namespace already: it keeps its shared
-	// Clusters there, as the operator's scheduler does.
-	if err := pf.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: providerNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	// What the openmcp-operator does for a ServiceProvider, but for the Job and
+	// Deployment this test runs itself: the init and run ServiceAccounts in its
+	// namespace, here bound to config/rbac (not cluster-admin).
 	for _, sa := range []string{initSA, runSA} {
 		if err := pf.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: providerNS, Name: sa}}); err != nil {
 			t.Fatal(err)
@@ -111,18 +100,7 @@ func TestBinary(t *testing.T) {
 	harness.ApplyYAML(ctx, t, pf, filepath.Join(repoRoot, "config/deploy/serviceprovider/serviceprovider.yaml"))
 	initKubeconfig, _ := tokenKubeconfig(ctx, t, platform.Config, providerNS, initSA, dir, "platform-init.kubeconfig")
 	runKubeconfig, _ := tokenKubeconfig(ctx, t, platform.Config, providerNS, runSA, dir, "platform-run.kubeconfig")
-
-	k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "providers")
-	k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root:providers"), "echo")
 	providerClient := harness.NewClient(t, k.ConfigFor(logicalcluster.NewPath(providerWS)), echoScheme)
-	harness.ApplyYAML(ctx, t, providerClient, filepath.Join(repoRoot, "examples/echo/config/kcp/runtime-rbac.yaml"))
-	_, runtimeKubeconfig := tokenKubeconfig(ctx, t, k.ConfigFor(logicalcluster.NewPath(providerWS)), "kcp-serviceprovider", "runtime", dir, "kcp-runtime.kubeconfig")
-	if err := pf.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: providerNS, Name: "kcp-kubeconfig"},
-		Data:       map[string][]byte{"kubeconfig": runtimeKubeconfig},
-	}); err != nil {
-		t.Fatal(err)
-	}
 
 	operatorArgs := func(cmd string) []string {
 		kubeconfig := initKubeconfig
