@@ -2,8 +2,11 @@ package localenv
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
@@ -44,4 +47,40 @@ func (o *Operator) ReconcileErrors(ctx context.Context, controller string) (floa
 		}
 	}
 	return sum, nil
+}
+
+// ReconcilerError is one "Reconciler error" line of the operator's log: the request
+// the controller failed to reconcile and the controller's message. The log holds
+// request names and messages, no credentials.
+type ReconcilerError struct {
+	Namespace, Name, Error string
+	// Line is the whole log line.
+	Line string
+}
+
+// RequestGone says whether the error is about the reconciled request itself having
+// been deleted meanwhile (the controller's status write after a requester withdrew
+// a request it had just created): it ends, it delays no grant.
+func (e ReconcilerError) RequestGone() bool {
+	return strings.Contains(e.Error, fmt.Sprintf("%q not found", e.Name))
+}
+
+// ReconcilerErrors returns the operator log's "Reconciler error" entries of a
+// controller, to say which requests met its backoff and why.
+func (o *Operator) ReconcilerErrors(controller string) ([]ReconcilerError, error) {
+	data, err := os.ReadFile(o.Log)
+	if err != nil {
+		return nil, fmt.Errorf("reading the openmcp-operator's log: %w", err)
+	}
+	var out []ReconcilerError
+	for line := range strings.SplitSeq(string(data), "\n") {
+		var entry struct {
+			Msg, Controller, Namespace, Name, Error string
+		}
+		if json.Unmarshal([]byte(line), &entry) != nil || entry.Msg != "Reconciler error" || entry.Controller != controller {
+			continue
+		}
+		out = append(out, ReconcilerError{Namespace: entry.Namespace, Name: entry.Name, Error: entry.Error, Line: line})
+	}
+	return out, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -157,7 +156,7 @@ func TestRealOperator(t *testing.T) {
 		{"late", 11, false},       // created ~5 s apart: the next retry is ~5 s later
 		{"late-nudged", 11, true}, // the same, with the reconcile annotation at the grant
 	} {
-		d := measureEarlyAccess(ctx, t, c, p.Operator.Log, ns, m.name, perms, m.failures, m.nudge)
+		d := measureEarlyAccess(ctx, t, c, p.Operator, ns, m.name, perms, m.failures, m.nudge)
 		t.Logf("AccessRequest %s (ClusterRequest created after %d failures, nudged: %t): granted %s after its ClusterRequest",
 			m.name, m.failures, m.nudge, d.Round(time.Millisecond))
 	}
@@ -217,7 +216,7 @@ func waitClusterReady(ctx context.Context, t *testing.T, c client.Client, key cl
 // operator's log shows failures of it, creates its ClusterRequest and returns how long
 // after the ClusterRequest's grant the access is granted; with nudge it annotates
 // the AccessRequest for a reconcile at the grant.
-func measureEarlyAccess(ctx context.Context, t *testing.T, c client.Client, operatorLog, ns, prefix string, perms []clustersv1alpha1.PermissionsRequest, failures int, nudge bool) time.Duration {
+func measureEarlyAccess(ctx context.Context, t *testing.T, c client.Client, op *Operator, ns, prefix string, perms []clustersv1alpha1.PermissionsRequest, failures int, nudge bool) time.Duration {
 	t.Helper()
 	cr := &clustersv1alpha1.ClusterRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: prefix + "-wl"}}
 	cr.Spec.Purpose = PurposeWorkload
@@ -226,7 +225,7 @@ func measureEarlyAccess(ctx context.Context, t *testing.T, c client.Client, oper
 		t.Fatal(err)
 	}
 	if err := Poll(ctx, time.Minute, fmt.Sprintf("%d failures of AccessRequest %s in the operator's log", failures, ar.Name), func(context.Context) error {
-		if n := reconcileErrors(operatorLog, ar.Name); n < failures {
+		if n := reconcileErrors(op, ar.Name); n < failures {
 			return fmt.Errorf("%d so far", n)
 		}
 		return nil
@@ -253,16 +252,12 @@ func measureEarlyAccess(ctx context.Context, t *testing.T, c client.Client, oper
 }
 
 // reconcileErrors counts the access-request controller's failed reconciles of the
-// AccessRequest called name in the operator's JSON log.
-func reconcileErrors(log, name string) int {
-	data, err := os.ReadFile(log)
-	if err != nil {
-		return 0
-	}
+// AccessRequest called name in the operator's log.
+func reconcileErrors(op *Operator, name string) int {
+	errs, _ := op.ReconcilerErrors("accessrequest")
 	n := 0
-	for line := range strings.SplitSeq(string(data), "\n") {
-		if strings.Contains(line, `"msg":"Reconciler error"`) && strings.Contains(line, `"controller":"accessrequest"`) &&
-			strings.Contains(line, `"name":"`+name+`"`) {
+	for _, e := range errs {
+		if e.Name == name {
 			n++
 		}
 	}

@@ -99,10 +99,23 @@ func TestOrphanSweep(t *testing.T) {
 			Token: &clustersv1alpha1.TokenConfig{Permissions: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}}}},
 		}}
-	for _, o := range []client.Object{cr, ar} {
-		if err := e.pf.Create(ctx, o); err != nil {
-			t.Fatal(err)
+	// In the order every requester must keep with the real openmcp-operator: the
+	// AccessRequest once its ClusterRequest is granted (before that, the operator's
+	// access-request controller fails it and backs off).
+	if err := e.pf.Create(ctx, cr); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(ctx, t, 30*time.Second, "foreign ClusterRequest granted", func(ctx context.Context) error {
+		if err := e.pf.Get(ctx, client.ObjectKeyFromObject(cr), cr); err != nil {
+			return err
 		}
+		if !cr.Status.IsGranted() {
+			return fmt.Errorf("phase %s", cr.Status.Phase)
+		}
+		return nil
+	})
+	if err := e.pf.Create(ctx, ar); err != nil {
+		t.Fatal(err)
 	}
 	harness.Eventually(ctx, t, 30*time.Second, "foreign AccessRequest granted", func(ctx context.Context) error {
 		if err := e.pf.Get(ctx, client.ObjectKeyFromObject(ar), ar); err != nil {
