@@ -57,7 +57,9 @@ func (p *Platform) reconcileAccessRequest(ctx context.Context, req reconcile.Req
 		}
 	}
 
-	if err := addFinalizer(ctx, p.c, ar, AccessFinalizer); err != nil {
+	// The operator labels a new request while this runs: a conflict is read again and
+	// retried at once, not put into the controller's backoff (which delays the grant).
+	if err := sharedFinalizer(ctx, p.c, ar, AccessFinalizer, addFinalizer); err != nil {
 		return reconcile.Result{}, fmt.Errorf("adding finalizer to AccessRequest %s: %w", req, err)
 	}
 	if ar.Spec.Token == nil {
