@@ -89,8 +89,9 @@ func (e *kcpEnv) setConfig(ctx context.Context, t testing.TB, greeting string, k
 	}
 }
 
-// startKCPEnv starts everything and waits until kcp mode runs.
-func startKCPEnv(ctx context.Context, t *testing.T, opts builder.Options) *kcpEnv {
+// startKCPEnv starts everything and waits until kcp mode runs; declare, if given, adds
+// to the widget's declaration (for example its worker's own rights).
+func startKCPEnv(ctx context.Context, t *testing.T, opts builder.Options, declare ...func(*builder.Builder[*widget.Widget])) *kcpEnv {
 	t.Helper()
 	widgetCRD, configCRD, err := widget.CRDs()
 	if err != nil {
@@ -114,9 +115,11 @@ func startKCPEnv(ctx context.Context, t *testing.T, opts builder.Options) *kcpEn
 	e := &kcpEnv{k: p.KCP, platform: p.Platform, workload: p.Workload, scheme: scheme,
 		pf: harness.NewClient(t, p.Platform.Config, scheme), wl: harness.NewClient(t, p.Workload.Config, scheme)}
 
-	e.rt, err = harness.WidgetBuilder(spName, scheme, widget.KCPMCPPermissions).
-		KCP(apiexport.FromCRD(spName, widgetCRD)).
-		Complete(widget.Provider{})
+	b := harness.WidgetBuilder(spName, scheme, widget.KCPMCPPermissions).KCP(apiexport.FromCRD(spName, widgetCRD))
+	for _, d := range declare {
+		d(b)
+	}
+	e.rt, err = b.Complete(widget.Provider{})
 	if err != nil {
 		t.Fatal(err)
 	}

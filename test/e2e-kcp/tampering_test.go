@@ -12,6 +12,7 @@ import (
 
 	"github.com/kcp-dev/logicalcluster/v3"
 	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +28,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
 // TestTampering is a hostile but legitimate tenant, and one that changes its mind: it
@@ -37,8 +39,15 @@ import (
 func TestTampering(t *testing.T) {
 	ctx := t.Context()
 	harness.LogToTest(t)
-	e := startKCPEnv(ctx, t, builder.Options{})
+	// Two credentials per workspace, as a provider with broad install-time rights
+	// declares them: the provider's own (<name>-workload: it may also read ConfigMaps)
+	// and the worker's (<name>-worker: its widgets only), which the widget hands its
+	// worker. Each is tampered with below.
+	e := startKCPEnv(ctx, t, builder.Options{}, func(b *builder.Builder[*widget.Widget]) {
+		b.MCPPermissions(providerRights).WorkerMCPPermissions(widget.KCPMCPPermissions)
+	})
 	main := client.ObjectKey{Namespace: "default", Name: "main"}
+	provider, worker := spName+"-workload", spName+"-worker"
 
 	readyTenant := func(t *testing.T, name string) tenant {
 		t.Helper()
@@ -81,7 +90,8 @@ func TestTampering(t *testing.T) {
 		waitRefused(ctx, t, e, tn, token, deleted)
 
 		msg := waitReason(ctx, t, tn.c, main, v1alpha1.ReasonCleanupBlocked)
-		for _, want := range []string{"ClusterRoleBinding " + spName + "-workload", "ClusterRoleBinding " + spName + "-token-requester",
+		for _, want := range []string{"ClusterRoleBinding " + provider, "ClusterRoleBinding " + spName + "-token-requester",
+			"ClusterRoleBinding " + worker, "ClusterRoleBinding " + worker + "-token-requester",
 			`"clusterrolebindings.rbac.authorization.k8s.io"`, "accept it again", "tokens no longer work"} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("CleanupBlocked message %q does not say %q", msg, want)
@@ -108,7 +118,7 @@ func TestTampering(t *testing.T) {
 		tn := readyTenant(t, "tamper-label")
 		token := workerToken(ctx, t, e, tn)
 		binding := &rbacv1.ClusterRoleBinding{}
-		if err := tn.c.Get(ctx, client.ObjectKey{Name: spName + "-workload"}, binding); err != nil {
+		if err := tn.c.Get(ctx, client.ObjectKey{Name: provider}, binding); err != nil {
 			t.Fatal(err)
 		}
 		base := binding.DeepCopy()
@@ -117,7 +127,7 @@ func TestTampering(t *testing.T) {
 			t.Fatal(err)
 		}
 		msg := waitReasonWithin(ctx, t, tn.c, main, v1alpha1.ReasonConflictingObject, 10*time.Second)
-		for _, want := range []string{"clusterrolebindings.rbac.authorization.k8s.io " + spName + "-workload", "delete it", apiexport.ManagedByLabel + "=" + spName} {
+		for _, want := range []string{"clusterrolebindings.rbac.authorization.k8s.io " + provider, "delete it", apiexport.ManagedByLabel + "=" + spName} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("ConflictingObject message %q does not say %q", msg, want)
 			}
@@ -130,22 +140,55 @@ func TestTampering(t *testing.T) {
 		wantEvents(ctx, t, tn.c, main, "LeftBehind")
 		nothingLeft(t, tn)
 		// The taken-over binding is the tenant's: left, and named in the event.
-		if err := tn.c.Get(ctx, client.ObjectKey{Name: spName + "-workload"}, &rbacv1.ClusterRoleBinding{}); err != nil {
+		if err := tn.c.Get(ctx, client.ObjectKey{Name: provider}, &rbacv1.ClusterRoleBinding{}); err != nil {
 			t.Errorf("the tenant's unlabelled binding: %v, want left in place", err)
 		}
-		if text := string(eventText(ctx, t, tn.c)); !strings.Contains(text, "ClusterRoleBinding "+spName+"-workload") {
+		if text := string(eventText(ctx, t, tn.c)); !strings.Contains(text, "ClusterRoleBinding "+provider) {
 			t.Errorf("no event names the binding left behind")
 		}
 	})
 
 	t.Run("tampering is repaired within seconds, and the object says so meanwhile", func(t *testing.T) {
 		tn := readyTenant(t, "tamper-drift")
-		workerRole := &rbacv1.ClusterRole{}
-		if err := tn.c.Get(ctx, client.ObjectKey{Name: spName + "-workload"}, workerRole); err != nil {
-			t.Fatal(err)
+		workerRole, providerRole := &rbacv1.ClusterRole{}, &rbacv1.ClusterRole{}
+		for name, role := range map[string]*rbacv1.ClusterRole{worker: workerRole, provider: providerRole} {
+			if err := tn.c.Get(ctx, client.ObjectKey{Name: name}, role); err != nil {
+				t.Fatal(err)
+			}
 		}
 		exists := func(o client.Object) func(context.Context) error {
 			return func(ctx context.Context) error { return tn.c.Get(ctx, client.ObjectKeyFromObject(o), o) }
+		}
+		emptyRole := func(want *rbacv1.ClusterRole) func(context.Context) error {
+			return func(ctx context.Context) error {
+				role := want.DeepCopy()
+				if err := tn.c.Get(ctx, client.ObjectKeyFromObject(role), role); err != nil {
+					return err
+				}
+				role.Rules = nil
+				return tn.c.Update(ctx, role)
+			}
+		}
+		sameRules := func(want *rbacv1.ClusterRole) func(context.Context) error {
+			return func(ctx context.Context) error {
+				role := &rbacv1.ClusterRole{}
+				if err := tn.c.Get(ctx, client.ObjectKeyFromObject(want), role); err != nil {
+					return err
+				}
+				if len(role.Rules) != len(want.Rules) {
+					return fmt.Errorf("rules %v", role.Rules)
+				}
+				return nil
+			}
+		}
+		deleteObj := func(o client.Object) func(context.Context) error {
+			return func(ctx context.Context) error { return tn.c.Delete(ctx, o.DeepCopyObject().(client.Object)) }
+		}
+		sa := func(name string) *corev1.ServiceAccount {
+			return &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}
+		}
+		crb := func(name string) *rbacv1.ClusterRoleBinding {
+			return &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		}
 		// Each case: the change, and what says it is undone besides a working worker.
 		cases := []struct {
@@ -153,32 +196,14 @@ func TestTampering(t *testing.T) {
 			tamper   func(context.Context) error
 			repaired func(context.Context) error
 		}{
-			{"delete the worker's ServiceAccount", func(ctx context.Context) error {
-				return tn.c.Delete(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: spName + "-workload"}})
-			}, nil}, // set below: the worker holds a new token
-			{"empty the worker's ClusterRole", func(ctx context.Context) error {
-				role := workerRole.DeepCopy()
-				if err := tn.c.Get(ctx, client.ObjectKeyFromObject(role), role); err != nil {
-					return err
-				}
-				role.Rules = nil
-				return tn.c.Update(ctx, role)
-			}, func(ctx context.Context) error {
-				role := &rbacv1.ClusterRole{}
-				if err := tn.c.Get(ctx, client.ObjectKeyFromObject(workerRole), role); err != nil {
-					return err
-				}
-				if len(role.Rules) != len(workerRole.Rules) {
-					return fmt.Errorf("rules %v", role.Rules)
-				}
-				return nil
-			}},
-			{"delete the worker's ClusterRoleBinding", func(ctx context.Context) error {
-				return tn.c.Delete(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: spName + "-workload"}})
-			}, exists(&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: spName + "-workload"}})},
-			{"delete the token-minting binding", func(ctx context.Context) error {
-				return tn.c.Delete(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: spName + "-token-requester"}})
-			}, exists(&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: spName + "-token-requester"}})},
+			{"delete the worker's ServiceAccount", deleteObj(sa(worker)), nil}, // set below: the worker holds a new token
+			{"empty the worker's ClusterRole", emptyRole(workerRole), sameRules(workerRole)},
+			{"delete the worker's ClusterRoleBinding", deleteObj(crb(worker)), exists(crb(worker))},
+			{"delete the worker's token-minting binding", deleteObj(crb(worker + "-token-requester")), exists(crb(worker + "-token-requester"))},
+			{"delete the provider's ServiceAccount", deleteObj(sa(provider)), exists(sa(provider))},
+			{"empty the provider's ClusterRole", emptyRole(providerRole), sameRules(providerRole)},
+			{"delete the provider's ClusterRoleBinding", deleteObj(crb(provider)), exists(crb(provider))},
+			{"delete the provider's token-minting binding", deleteObj(crb(spName + "-token-requester")), exists(crb(spName + "-token-requester"))},
 		}
 		oldToken := workerToken(ctx, t, e, tn)
 		cases[0].repaired = func(ctx context.Context) error {
@@ -223,11 +248,11 @@ func TestTampering(t *testing.T) {
 		path, lc := e.k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "tamper-foreign")
 		e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
 		tn := tenant{path: path, lc: lc, c: harness.NewClient(t, e.k.ConfigFor(path), e.scheme)}
-		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: spName + "-workload"}}
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: provider}}
 		harness.Eventually(ctx, t, 30*time.Second, "the tenant's own ServiceAccount", func(ctx context.Context) error { return tn.c.Create(ctx, sa) })
 		newWidget(ctx, t, tn.c, main.Name, "blue")
 		msg := waitReason(ctx, t, tn.c, main, v1alpha1.ReasonConflictingObject)
-		for _, want := range []string{"serviceaccounts default/" + spName + "-workload", "delete it"} {
+		for _, want := range []string{"serviceaccounts default/" + provider, "delete it"} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("ConflictingObject message %q does not say %q", msg, want)
 			}
@@ -241,6 +266,13 @@ func TestTampering(t *testing.T) {
 		nothingLeft(t, tn)
 	})
 }
+
+// providerRights are the provider's own rights in TestTampering's workspaces: more
+// than its worker's (widget.KCPMCPPermissions), as a provider that installs things has.
+var providerRights = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+	{APIGroups: []string{widget.GroupVersion.Group}, Resources: []string{"widgets"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
+}}}}
 
 func tenantNamespace(tn tenant) string { return cluster.KCPIdentity(tn.lc.String()).TenantNamespace() }
 
