@@ -21,7 +21,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,24 +66,7 @@ func TestBinary(t *testing.T) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
 
-	// The platform: kcp with the provider workspace, the runtime's identity there
-	// (exactly the shipped RBAC) and its kubeconfig in the Secret the sample
-	// ProviderConfig names; API servers for the platform, onboarding, workload and MCP
-	// clusters; the real openmcp-operator's scheduler and access-request controller; the
-	// local cluster provider granting workload, onboarding and MCP access; and the
-	// ControlPlane default/demo for standard mode.
-	p := harness.StartPlatform(ctx, t, localenv.PlatformOptions{
-		Clusters:      []string{localenv.PurposeOnboarding, localenv.PurposeWorkload, localenv.PurposeMCP},
-		Targets:       []string{localenv.PurposeWorkload, localenv.PurposeOnboarding, localenv.PurposeMCP},
-		ControlPlanes: []types.NamespacedName{{Namespace: demo.Namespace, Name: demo.Name}},
-		KCP:           true,
-		Provider: &localenv.ProviderWorkspace{
-			Path:           providerWS,
-			RBACFile:       filepath.Join(repoRoot, "examples/echo/config/kcp/runtime-rbac.yaml"),
-			ServiceAccount: types.NamespacedName{Namespace: "kcp-serviceprovider", Name: "runtime"},
-			Secret:         types.NamespacedName{Namespace: providerNS, Name: "kcp-kubeconfig"},
-		},
-	})
+	p := harness.StartPlatform(ctx, t, echoPlatform())
 	k, platform, mcpSrv := p.KCP, p.Platform, p.MCP
 	pf, ob, wl := harness.NewClient(t, platform.Config, echoScheme), harness.NewClient(t, p.Onboarding.Config, echoScheme), harness.NewClient(t, p.Workload.Config, echoScheme)
 

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -229,4 +230,25 @@ func waitExportProvisioned(ctx context.Context, t *testing.T, provider client.Cl
 		}
 		return nil
 	})
+}
+
+// echoPlatform is the platform the binary is tested on: kcp with the provider
+// workspace, the runtime's identity there (exactly echo's shipped RBAC) and its
+// kubeconfig in the Secret the sample ProviderConfig names; API servers for the
+// platform, onboarding, workload and MCP clusters; the real openmcp-operator's
+// scheduler and access-request controller; the local cluster provider granting
+// workload, onboarding and MCP access; and the ControlPlane default/demo.
+func echoPlatform() localenv.PlatformOptions {
+	return localenv.PlatformOptions{
+		Clusters:      []string{localenv.PurposeOnboarding, localenv.PurposeWorkload, localenv.PurposeMCP},
+		Targets:       []string{localenv.PurposeWorkload, localenv.PurposeOnboarding, localenv.PurposeMCP},
+		ControlPlanes: []types.NamespacedName{{Namespace: demo.Namespace, Name: demo.Name}},
+		KCP:           true,
+		Provider: &localenv.ProviderWorkspace{
+			Path:           providerWS,
+			RBACFile:       filepath.Join(repoRoot, "examples/echo/config/kcp/runtime-rbac.yaml"),
+			ServiceAccount: types.NamespacedName{Namespace: "kcp-serviceprovider", Name: "runtime"},
+			Secret:         types.NamespacedName{Namespace: providerNS, Name: "kcp-kubeconfig"},
+		},
+	}
 }

@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,20 +52,10 @@ func TestOperatorDeploysProvider(t *testing.T) {
 	testStart := time.Now()
 	bin := buildBinary(t)
 	env := harness.NewEnv(t, "operator-deploys")
-	p, err := env.StartPlatform(ctx, localenv.PlatformOptions{
-		Clusters:      []string{localenv.PurposeOnboarding, localenv.PurposeWorkload, localenv.PurposeMCP},
-		Targets:       []string{localenv.PurposeWorkload, localenv.PurposeOnboarding, localenv.PurposeMCP},
-		Deployments:   &localenv.KubeletOptions{Images: map[string]string{providerImage: bin}},
-		LocalPlatform: localplatform.Options{Logger: testr.New(t)},
-		ControlPlanes: []types.NamespacedName{{Namespace: demo.Namespace, Name: demo.Name}},
-		KCP:           true,
-		Provider: &localenv.ProviderWorkspace{
-			Path:           providerWS,
-			RBACFile:       filepath.Join(repoRoot, "examples/echo/config/kcp/runtime-rbac.yaml"),
-			ServiceAccount: types.NamespacedName{Namespace: "kcp-serviceprovider", Name: "runtime"},
-			Secret:         types.NamespacedName{Namespace: providerNS, Name: "kcp-kubeconfig"},
-		},
-	})
+	opts := echoPlatform()
+	opts.Deployments = &localenv.KubeletOptions{Images: map[string]string{providerImage: bin}}
+	opts.LocalPlatform = localplatform.Options{Logger: testr.New(t)}
+	p, err := env.StartPlatform(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
