@@ -102,30 +102,23 @@ func TestOrphanSweep(t *testing.T) {
 	// In the order every requester must keep with the real openmcp-operator: the
 	// AccessRequest once its ClusterRequest is granted (before that, the operator's
 	// access-request controller fails it and backs off).
-	if err := e.pf.Create(ctx, cr); err != nil {
-		t.Fatal(err)
+	for _, req := range []struct {
+		obj   client.Object
+		phase func() string
+	}{{cr, func() string { return cr.Status.Phase }}, {ar, func() string { return ar.Status.Phase }}} {
+		if err := e.pf.Create(ctx, req.obj); err != nil {
+			t.Fatal(err)
+		}
+		harness.Eventually(ctx, t, 30*time.Second, fmt.Sprintf("foreign %T granted", req.obj), func(ctx context.Context) error {
+			if err := e.pf.Get(ctx, client.ObjectKeyFromObject(req.obj), req.obj); err != nil {
+				return err
+			}
+			if req.phase() != clustersv1alpha1.REQUEST_GRANTED {
+				return fmt.Errorf("phase %s", req.phase())
+			}
+			return nil
+		})
 	}
-	harness.Eventually(ctx, t, 30*time.Second, "foreign ClusterRequest granted", func(ctx context.Context) error {
-		if err := e.pf.Get(ctx, client.ObjectKeyFromObject(cr), cr); err != nil {
-			return err
-		}
-		if !cr.Status.IsGranted() {
-			return fmt.Errorf("phase %s", cr.Status.Phase)
-		}
-		return nil
-	})
-	if err := e.pf.Create(ctx, ar); err != nil {
-		t.Fatal(err)
-	}
-	harness.Eventually(ctx, t, 30*time.Second, "foreign AccessRequest granted", func(ctx context.Context) error {
-		if err := e.pf.Get(ctx, client.ObjectKeyFromObject(ar), ar); err != nil {
-			return err
-		}
-		if !ar.Status.IsGranted() {
-			return fmt.Errorf("phase %s", ar.Status.Phase)
-		}
-		return nil
-	})
 
 	// The runtime stops; alpha disappears without its finalizer; the runtime returns.
 	stop()
