@@ -102,7 +102,9 @@ func (r *report) markdown() string {
 	if len(r.platform) > 0 {
 		r.platformSection(w)
 	}
-	r.targets(w)
+	if len(r.kcp) > 0 || len(r.std) > 0 {
+		r.targets(w)
+	}
 	w("Tuning experiments and where the time goes: [benchmarks-tuning.md](benchmarks-tuning.md) (hand-written from runs of this command with other flags).")
 	w("")
 	return b.String()
