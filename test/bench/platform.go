@@ -82,7 +82,7 @@ func operatorErrors(ctx context.Context, op *localenv.Operator) float64 {
 func (r *report) platformSection(w func(string, ...any)) {
 	w("## The real openmcp-operator against the stand-in scheduler")
 	w("")
-	w("Every run above and every test use the real openmcp-operator v1.3.0 (its scheduler and access-request " +
+	w("Every other benchmark run and every test use the real openmcp-operator v1.3.0 (its scheduler and access-request " +
 		"controller) with the local platform as the cluster provider (docs/design/real-operator.md). Here the same " +
 		"runtime serves the same objects once on it and once on the local platform's stand-in for those two " +
 		"controllers, each on fresh servers, in this run. Time runs from the first creation to the last Ready. " +
