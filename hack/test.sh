@@ -31,4 +31,10 @@ go test -run '^$' -fuzz FuzzValidateKCP -fuzztime 150000x ./api/v1alpha1/
 go test -run '^$' -fuzz FuzzIdentityNames -fuzztime 20000x ./cluster/
 
 # Packages start kcp and kube-apiservers of their own; two at a time fit two cores.
-go test -p 2 -timeout 45m -count=1 "$@" ./...
+# The three longest (5-10 min each) go first, so that the two slots end together
+# rather than one of them starting the longest last.
+slow=(./test/e2e-kcp ./test/e2e-faults ./test/e2e-binary)
+mod=$(go list -m)
+rest=$(go list ./... | grep -vxF -e "$mod/test/e2e-kcp" -e "$mod/test/e2e-faults" -e "$mod/test/e2e-binary")
+# shellcheck disable=SC2086 # rest is one package per word
+go test -p 2 -timeout 45m -count=1 "$@" "${slow[@]}" $rest
