@@ -10,10 +10,13 @@ import (
 
 	"github.com/kcp-dev/logicalcluster/v3"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
@@ -60,6 +63,8 @@ type Env struct {
 	platform *harness.Platform
 	opts     Options
 	surface  command.Surface
+	// configGVK is the ProviderConfig's kind, from the author's scheme.
+	configGVK schema.GroupVersionKind
 	// inspect holds admin clients with the harness scheme (openMCP's request types,
 	// RBAC), which the author's scheme need not know, for the leftover checks.
 	inspect struct{ platform, workload, mcp client.Client }
@@ -78,7 +83,11 @@ func Start(t *testing.T, opts Options) *Env {
 	if err != nil {
 		t.Fatalf("testkit: %v", err)
 	}
-	e := &Env{ProviderNamespace: localenv.DefaultOperatorNamespace, opts: opts, surface: surface,
+	configGVK, err := apiutil.GVKForObject(opts.ProviderConfig, opts.Scheme)
+	if err != nil {
+		t.Fatalf("testkit: the ProviderConfig's kind: %v", err)
+	}
+	e := &Env{ProviderNamespace: localenv.DefaultOperatorNamespace, opts: opts, surface: surface, configGVK: configGVK,
 		ProviderWorkspace: logicalcluster.NewPath("root:providers:" + opts.Provider.Name)}
 	rbac := filepath.Join(t.TempDir(), "runtime-rbac.yaml")
 	if err := os.WriteFile(rbac, config.KCPRuntimeRBAC(surface.ExportName), 0o600); err != nil {
@@ -133,11 +142,7 @@ func (e *Env) createProviderConfig(ctx context.Context, secret types.NamespacedN
 		return fmt.Errorf("converting the ProviderConfig: %w", err)
 	}
 	u := &unstructured.Unstructured{Object: raw}
-	gvks, _, err := e.opts.Scheme.ObjectKinds(e.opts.ProviderConfig)
-	if err != nil {
-		return fmt.Errorf("the ProviderConfig's kind: %w", err)
-	}
-	u.SetGroupVersionKind(gvks[0])
+	u.SetGroupVersionKind(e.configGVK)
 	u.SetName(e.opts.Provider.Name)
 	kcp, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v1alpha1.KCP{
 		ProviderWorkspace: e.ProviderWorkspace.String(),
@@ -159,16 +164,12 @@ func (e *Env) createProviderConfig(ctx context.Context, secret types.NamespacedN
 // (KCPMode=True, reason Active), which it does once the APIExport is provisioned.
 func (e *Env) kcpModeActive(ctx context.Context) error {
 	u := &unstructured.Unstructured{}
-	gvks, _, err := e.opts.Scheme.ObjectKinds(e.opts.ProviderConfig)
-	if err != nil {
-		return err
-	}
-	u.SetGroupVersionKind(gvks[0])
+	u.SetGroupVersionKind(e.configGVK)
 	if err := e.Platform.Get(ctx, client.ObjectKey{Name: e.opts.Provider.Name}, u); err != nil {
 		return err
 	}
 	c := findCondition(u, v1alpha1.ConditionKCPMode)
-	if c == nil || c.Status != "True" || c.Reason != v1alpha1.ReasonKCPActive {
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonKCPActive {
 		return fmt.Errorf("ProviderConfig %s: %s", u.GetName(), describeCondition(c, v1alpha1.ConditionKCPMode))
 	}
 	return nil
