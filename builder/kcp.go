@@ -3,6 +3,7 @@ package builder
 import (
 	"context"
 	"fmt"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
@@ -95,6 +96,10 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 			Rules:        policyRules(perms),
 			Labels:       map[string]string{ManagedByLabel: r.decl.name},
 			Observe:      metrics.TokenObserver(r.decl.name),
+			// The access watch below reports every change to these objects
+			// (Minter.Drifted), so a poll need not read them again: the recheck only
+			// bounds what a lost watch event could hide.
+			Recheck: minterRecheck,
 		})
 	}
 	minters := []*tokens.Minter{newMinter("", r.decl.mcpPerms)}
@@ -134,6 +139,11 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 	}
 	return mgr, nil
 }
+
+// minterRecheck is how long kcp mode's Minters trust the objects they found in order
+// in a workspace (tokens.Options.Recheck); the access watch ends that trust at once
+// when one of them changes.
+const minterRecheck = 30 * time.Minute
 
 // policyRules turns the declared end-user permissions into the workspace ClusterRole's
 // rules.

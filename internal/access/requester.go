@@ -60,12 +60,23 @@ type Options struct {
 	// tenant would read "waiting" for ever. Real grants take minutes (a new cluster
 	// is provisioned, a shared one is scheduled at once). Default 15 minutes.
 	GrantTimeout time.Duration
+	// Recheck is how long a granted access whose requests are unchanged is handed out
+	// from memory, without the library's pass over the requests and without reading
+	// the access Secret again (within the token's renewal time). The requests are read
+	// from the informer cache, so a change to either (a new generation, a denial, a
+	// deletion) ends it at once; the interval bounds only what the cache cannot see, a
+	// Secret replaced without its AccessRequest changing. Default 10 minutes; negative
+	// takes the full pass on every Ensure.
+	Recheck time.Duration
 	// DeniedRetry is how long a denied request stands before it is withdrawn and
 	// ordered again, doubling with each denial in a row up to an hour. A platform's
 	// denial is final for that request, but its reason (quota, policy, capacity) often
 	// is not. Default 10 × RetryInterval.
 	DeniedRetry time.Duration
 }
+
+// DefaultRecheck is Options.Recheck's default.
+const DefaultRecheck = 10 * time.Minute
 
 // DefaultGrantTimeout is Options.GrantTimeout's default.
 const DefaultGrantTimeout = 15 * time.Minute
@@ -97,6 +108,9 @@ type Requester struct {
 
 	mu    sync.Mutex
 	cache map[types.UID]cachedAccess
+	// granted remembers, by tenantKey, each tenant's last full pass that ended granted
+	// (current).
+	granted map[string]grantedAccess
 	// tenants holds what is remembered of a tenant between Ensures (by tenantKey):
 	// only tenants whose requests are pending or denied.
 	tenants map[string]*tenantState
@@ -124,6 +138,16 @@ type tenantState struct {
 	askedAt time.Time
 }
 
+// grantedAccess is a full pass of Ensure that ended with the access granted: the
+// requests' resource versions then, and when.
+type grantedAccess struct {
+	arUID     types.UID
+	arVersion string
+	crVersion string
+	access    *cluster.Access
+	checkedAt time.Time
+}
+
 type cachedAccess struct {
 	resourceVersion string
 	access          *cluster.Access
@@ -143,8 +167,11 @@ func New(platform client.Client, opts Options) *Requester {
 	if opts.DeniedRetry == 0 {
 		opts.DeniedRetry = 10 * opts.RetryInterval
 	}
+	if opts.Recheck == 0 {
+		opts.Recheck = DefaultRecheck
+	}
 	return &Requester{opts: opts, platform: platform, lib: newLib(platform, opts), release: newLib(platform, opts),
-		cache: map[types.UID]cachedAccess{}, tenants: map[string]*tenantState{}}
+		cache: map[types.UID]cachedAccess{}, granted: map[string]grantedAccess{}, tenants: map[string]*tenantState{}}
 }
 
 // newLib configures one instance of the clusteraccess library.
@@ -199,6 +226,15 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 		r.state(key).withdrawing = false
 		r.mu.Unlock()
 	}
+	if a, err := r.current(lctx, key); a != nil || err != nil {
+		return a, err
+	}
+	if err := r.routeAccessRequest(ctx, key); err != nil {
+		if _, waiting := AsWaiting(err); waiting {
+			return nil, err
+		}
+		return nil, fmt.Errorf("ordering %s access: %w", r.opts.Registration.ID(), err)
+	}
 	res, err := r.lib.Reconcile(lctx, key.Request, key.Identity)
 	if err != nil {
 		return nil, fmt.Errorf("ordering %s access: %w", r.opts.Registration.ID(), err)
@@ -249,7 +285,47 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 	r.mu.Lock()
 	delete(r.tenants, tenantKey(key))
 	r.mu.Unlock()
-	return r.fromAccessRequest(ctx, ar)
+	a, err := r.fromAccessRequest(ctx, ar)
+	if err != nil {
+		return nil, err
+	}
+	g := grantedAccess{arUID: ar.UID, arVersion: ar.ResourceVersion, access: a, checkedAt: time.Now()}
+	if cr != nil {
+		g.crVersion = cr.ResourceVersion
+	}
+	r.mu.Lock()
+	r.granted[tenantKey(key)] = g
+	r.mu.Unlock()
+	return a, nil
+}
+
+// current returns the tenant's access from memory when nothing has changed since a
+// full pass ended granted: the same AccessRequest (and ClusterRequest) at the same
+// resource versions in the informer cache, within Recheck and before the token's
+// renewal time. A poll of a served object then costs no request to the platform; the
+// full pass reads the tenant's namespace and the access Secret past the cache.
+func (r *Requester) current(ctx context.Context, key Key) (*cluster.Access, error) {
+	if r.opts.Recheck < 0 {
+		return nil, nil
+	}
+	r.mu.Lock()
+	g, ok := r.granted[tenantKey(key)]
+	r.mu.Unlock()
+	now := time.Now()
+	if !ok || now.Sub(g.checkedAt) >= r.opts.Recheck || (!g.access.RenewAt.IsZero() && !now.Before(g.access.RenewAt)) {
+		return nil, nil
+	}
+	ar, err := r.accessRequest(ctx, key)
+	if err != nil || ar == nil || ar.UID != g.arUID || ar.ResourceVersion != g.arVersion {
+		return nil, nil // the full pass reads and reports it
+	}
+	if r.opts.Registration.ClusterRequestAvailable() || g.crVersion != "" {
+		cr, err := r.lib.ClusterRequest(ctx, key.Request, r.opts.Registration.ID(), key.Identity)
+		if err != nil || cr.ResourceVersion != g.crVersion {
+			return nil, nil
+		}
+	}
+	return g.access, nil
 }
 
 // pendingRequest is the request the platform has yet to grant: the ClusterRequest
@@ -374,6 +450,7 @@ func (r *Requester) Release(ctx context.Context, key Key) (bool, error) {
 		return false, nil
 	}
 	r.mu.Lock()
+	delete(r.granted, tenantKey(key))
 	if ar != nil {
 		delete(r.cache, ar.UID)
 	}

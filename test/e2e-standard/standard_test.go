@@ -150,8 +150,17 @@ func TestStandardMode(t *testing.T) {
 		if err := pf.Get(ctx, client.ObjectKey{Namespace: mcpNS, Name: "widgets--alpha--mcp"}, ar); err != nil {
 			t.Fatalf("MCP AccessRequest: %v", err)
 		}
-		if ar.Spec.RequestRef == nil || ar.Spec.RequestRef.Name != "alpha" || ar.Spec.RequestRef.Namespace != mcpNS {
-			t.Errorf("MCP AccessRequest references %+v", ar.Spec.RequestRef)
+		// Ordered routed: on the Cluster the ControlPlane's ClusterRequest was granted,
+		// with its profile's provider, so the operator has nothing to resolve.
+		mcpCR := &clustersv1alpha1.ClusterRequest{}
+		if err := pf.Get(ctx, client.ObjectKey{Namespace: mcpNS, Name: "alpha"}, mcpCR); err != nil {
+			t.Fatalf("ControlPlane ClusterRequest: %v", err)
+		}
+		if ar.Spec.ClusterRef == nil || mcpCR.Status.Cluster == nil || ar.Spec.ClusterRef.NamespacedName() != mcpCR.Status.Cluster.NamespacedName() {
+			t.Errorf("MCP AccessRequest names Cluster %+v, want the ControlPlane's %+v", ar.Spec.ClusterRef, mcpCR.Status.Cluster)
+		}
+		if ar.Spec.RequestRef != nil || ar.Labels[clustersv1alpha1.ProviderLabel] == "" || ar.Labels[clustersv1alpha1.ProfileLabel] == "" {
+			t.Errorf("MCP AccessRequest not routed: requestRef %+v, labels %v", ar.Spec.RequestRef, ar.Labels)
 		}
 		for k, v := range map[string]string{"openmcp.cloud/managed-by": providerName, "openmcp.cloud/onboarding-name": "alpha", "openmcp.cloud/onboarding-namespace": tenantNamespace} {
 			if ar.Labels[k] != v {
@@ -164,6 +173,14 @@ func TestStandardMode(t *testing.T) {
 		}
 		if cr.Spec.Purpose != clustersv1alpha1.PURPOSE_WORKLOAD {
 			t.Errorf("ClusterRequest purpose %q", cr.Spec.Purpose)
+		}
+		wlAR := &clustersv1alpha1.AccessRequest{}
+		if err := pf.Get(ctx, client.ObjectKey{Namespace: mcpNS, Name: "widgets--alpha--wl"}, wlAR); err != nil {
+			t.Fatalf("workload AccessRequest: %v", err)
+		}
+		if wlAR.Spec.RequestRef != nil || wlAR.Spec.ClusterRef == nil || cr.Status.Cluster == nil || wlAR.Spec.ClusterRef.NamespacedName() != cr.Status.Cluster.NamespacedName() {
+			t.Errorf("workload AccessRequest: requestRef %+v, clusterRef %+v; want only the Cluster its ClusterRequest was granted, %+v",
+				wlAR.Spec.RequestRef, wlAR.Spec.ClusterRef, cr.Status.Cluster)
 		}
 	})
 
