@@ -25,7 +25,7 @@ var writeVerbs = map[string]bool{"create": true, "update": true, "patch": true, 
 type counter struct {
 	mu     sync.Mutex
 	counts map[string]int
-	// byResource counts writes by verb and resource, to say what the writes were.
+	// byResource counts requests by verb and resource, to say what they were.
 	byResource map[string]int
 }
 
@@ -39,9 +39,7 @@ func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
 		verb, resource := classify(req.Method, req.URL)
 		c.mu.Lock()
 		c.counts[verb]++
-		if writeVerbs[verb] {
-			c.byResource[verb+" "+resource]++
-		}
+		c.byResource[verb+" "+resource]++
 		c.mu.Unlock()
 		if !trace {
 			return rt.RoundTrip(req)
@@ -109,10 +107,18 @@ func (s snapshot) writes() int {
 }
 
 // writeKinds lists the writes by verb and resource, most frequent first.
-func (s snapshot) writeKinds() []string {
+func (s snapshot) writeKinds() []string { return s.kinds(true) }
+
+// readKinds lists the other requests by verb and resource, most frequent first.
+func (s snapshot) readKinds() []string { return s.kinds(false) }
+
+func (s snapshot) kinds(writes bool) []string {
 	keys := make([]string, 0, len(s.byResource))
 	for k := range s.byResource {
-		keys = append(keys, k)
+		verb, _, _ := strings.Cut(k, " ")
+		if writeVerbs[verb] == writes {
+			keys = append(keys, k)
+		}
 	}
 	sort.Slice(keys, func(i, j int) bool {
 		if s.byResource[keys[i]] != s.byResource[keys[j]] {

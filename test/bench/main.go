@@ -51,6 +51,7 @@ func main() {
 	skipKCP := flag.Bool("skip-kcp", false, "skip kcp mode")
 	skipStd := flag.Bool("skip-standard", false, "skip standard mode")
 	platformSizes := flag.String("platform-sizes", "1,100", "objects per mode for the comparison of the real openmcp-operator with the stand-in scheduler; empty skips it")
+	alone := flag.String("operator-alone-sizes", "", "request counts for the real openmcp-operator's own throughput with no runtime; empty skips it")
 	verbose := flag.Bool("v", false, "log the runtimes and the local platform")
 	flag.Parse()
 
@@ -130,6 +131,28 @@ func main() {
 			fatalf("-platform-sizes: %v", err)
 		}
 		rep.platform = comparePlatforms(ctx, assets, ps, opts, rep)
+	}
+	if *alone != "" {
+		as, err := parseSizes(*alone)
+		if err != nil {
+			fatalf("-operator-alone-sizes: %v", err)
+		}
+		for _, n := range as {
+			var r operatorAlone
+			err := run(assets, fmt.Sprintf("operator-alone-%d", n), func(env *localenv.Env) error {
+				var err error
+				r, err = measureOperatorAlone(ctx, env, n)
+				return err
+			})
+			if err != nil {
+				logf("operator alone n=%d failed: %v", n, err)
+				rep.failures = append(rep.failures, fmt.Sprintf("the operator alone, %d requests: %v", n, err))
+				continue
+			}
+			logf("operator alone n=%d: ClusterRequests %s, AccessRequests by request %s, by cluster %s", n,
+				r.clusterRequests.Round(time.Millisecond), r.byRequest.Round(time.Millisecond), r.byCluster.Round(time.Millisecond))
+			rep.alone = append(rep.alone, r)
+		}
 	}
 	rep.finished = time.Now()
 	if err := os.WriteFile(*out, []byte(rep.markdown()), 0o644); err != nil {

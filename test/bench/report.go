@@ -19,6 +19,7 @@ type report struct {
 	kcp               []*kcpResult
 	std               []stdPair
 	platform          []platformRow
+	alone             []operatorAlone
 	failures          []string
 }
 
@@ -102,6 +103,9 @@ func (r *report) markdown() string {
 	if len(r.platform) > 0 {
 		r.platformSection(w)
 	}
+	if len(r.alone) > 0 {
+		r.aloneSection(w)
+	}
 	if len(r.kcp) > 0 || len(r.std) > 0 {
 		r.targets(w)
 	}
@@ -156,7 +160,7 @@ func (r *report) kcpSection(w func(string, ...any)) {
 	}
 	w("")
 	if s := last.rt.steady; s.total() > 0 {
-		w("Steady state (%s window, largest size): %s%s.", last.rt.window, byVerb(s, 1), writeList(s, 1))
+		w("Steady state (%s window, largest size): %s%s%s.", last.rt.window, byVerb(s, 1), readList(s, 1), writeList(s, 1))
 		w("")
 	}
 }
@@ -209,7 +213,7 @@ func (r *report) stdSection(w func(string, ...any)) {
 		w("Writes per object, %s (%d objects): %s.", x.name, s.n, strings.Join(parts, ", "))
 		w("")
 		if x.p.steady.total() > 0 {
-			w("Steady state, %s (%s window): %s%s.", x.name, x.p.window, byVerb(x.p.steady, 1), writeList(x.p.steady, 1))
+			w("Steady state, %s (%s window): %s%s%s.", x.name, x.p.window, byVerb(x.p.steady, 1), readList(x.p.steady, 1), writeList(x.p.steady, 1))
 			w("")
 		}
 	}
@@ -264,4 +268,16 @@ func writeList(s snapshot, n int) string {
 		return ""
 	}
 	return "; writes: " + strings.Join(parts, ", ")
+}
+
+// readList is like writeList for the requests that are not writes.
+func readList(s snapshot, n int) string {
+	var parts []string
+	for _, k := range s.readKinds() {
+		parts = append(parts, fmt.Sprintf("%s %s", k, perObj(n, s.byResource[k])))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; by resource: " + strings.Join(parts, ", ")
 }
