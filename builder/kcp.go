@@ -87,6 +87,9 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 		return nil, err
 	}
 
+	// Tampering with the worker's access in a workspace is repaired within seconds;
+	// the same watch answers the Minters' first reads of their objects.
+	accessWatch := workspaces.NewAccessWatch(r.decl.scheme, map[string]string{ManagedByLabel: r.decl.name})
 	newMinter := func(account string, perms workload.Permissions) *tokens.Minter {
 		return tokens.New(tokens.Options{
 			Direct:       c.Direct,
@@ -100,6 +103,7 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 			// (Minter.Drifted), so a poll need not read them again: the recheck only
 			// bounds what a lost watch event could hide.
 			Recheck: minterRecheck,
+			Cache:   accessWatch,
 		})
 	}
 	minters := []*tokens.Minter{newMinter("", r.decl.mcpPerms)}
@@ -109,8 +113,7 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 		workerMinter = newMinter("worker", *r.decl.workerPerms)
 		minters = append(minters, workerMinter)
 	}
-	// Tampering with the worker's access in a workspace is repaired within seconds.
-	accessWatch := workspaces.NewAccessWatch(r.decl.scheme, map[string]string{ManagedByLabel: r.decl.name}, minters...)
+	accessWatch.ReportTo(minters...)
 	objects.OnVirtualWorkspace(accessWatch.VirtualWorkspace)
 	tenancy := workspaces.NewTenancy[T](workspaces.Options{
 		Minter: minters[0], WorkerMinter: workerMinter, NewList: r.decl.newList, Kind: r.decl.gvk.Kind,

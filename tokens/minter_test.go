@@ -3,6 +3,7 @@ package tokens_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -412,6 +414,79 @@ func TestMinterDefaultGates(t *testing.T) {
 	if enabled, known := m2.GlobalServiceAccounts(); enabled || !known {
 		t.Errorf("restarted Minter: GlobalServiceAccounts() = %v, %v; want detected as disabled", enabled, known)
 	}
+}
+
+// TestMinterReadsFromCache: with Options.Cache, a workspace's first Ensure reads none
+// of the five objects from the server (five creates, no GET), and a cache that is wrong
+// costs requests, never a wrong object: one that says "missing" about objects that
+// exist (a restarted runtime whose watch has not seen them) still ends with them as
+// the Minter wants them, and a working credential.
+func TestMinterReadsFromCache(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	e := setup(ctx, t)
+	a := e.tenant(ctx, t, "tenant-a", nil)
+	e.vwURL = e.k.VirtualWorkspaceURLs(ctx, t, e.providerPath, exportName)[0]
+	direct, _ := e.directConfig(ctx, t)
+	vw, writes := e.vwClient(t, a.lc, e.runtimeToken(ctx, t))
+	var gets atomic.Int64
+	ws := interceptor.NewClient(vw.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			gets.Add(1)
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	// The gate is given, so that no detection reads on purpose.
+	newMinter := func() *tokens.Minter {
+		return tokens.New(tokens.Options{Direct: direct, ProviderName: "widgets", Rules: workloadRules,
+			Labels: map[string]string{managedBy: "widgets"}, Cache: missingCache{}, GlobalServiceAccounts: ptr(false)})
+	}
+
+	cred, err := newMinter().Ensure(ctx, ws, a.lc)
+	if err != nil {
+		t.Fatalf("Ensure of a new workspace: %v", err)
+	}
+	if n := gets.Load(); n != 0 {
+		t.Errorf("a new workspace's Ensure read %d objects from the server, want 0", n)
+	}
+	if n := writes.Load(); n != 5 {
+		t.Errorf("a new workspace's Ensure wrote %d times, want 5 creates", n)
+	}
+	e.createWidget(ctx, t, a.path, "w1")
+	if n := listWidgets(ctx, t, restConfigFrom(t, cred.Kubeconfig)); n != 1 {
+		t.Errorf("workload sees %d widgets, want 1", n)
+	}
+
+	// A restarted Minter whose cache says "missing" about objects that exist.
+	gets.Store(0)
+	writes.Store(0)
+	cred, err = newMinter().Ensure(ctx, ws, a.lc)
+	if err != nil {
+		t.Fatalf("Ensure with a cache that missed existing objects: %v", err)
+	}
+	// Each create is refused as AlreadyExists and followed by a read; nothing needed
+	// an update.
+	if w, g := writes.Load(), gets.Load(); w != 5 || g != 5 {
+		t.Errorf("a cache wrong about 5 existing objects cost %d writes and %d reads, want 5 refused creates and 5 reads", w, g)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := e.k.ClientFor(t, a.path).Get(ctx, client.ObjectKey{Name: "widgets-workload"}, role); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(role.Rules, workloadRules) {
+		t.Errorf("workload role rules %+v, want %+v", role.Rules, workloadRules)
+	}
+	if n := listWidgets(ctx, t, restConfigFrom(t, cred.Kubeconfig)); n != 1 {
+		t.Errorf("the restarted Minter's workload sees %d widgets, want 1", n)
+	}
+}
+
+// missingCache is a complete cache that holds nothing: right for a new workspace,
+// wrong for one whose objects exist.
+type missingCache struct{}
+
+func (missingCache) Get(_ logicalcluster.Name, key client.ObjectKey, obj client.Object) error {
+	return apierrors.NewNotFound(schema.GroupResource{Resource: fmt.Sprintf("%T", obj)}, key.Name)
 }
 
 // env is a kcp with a provider workspace serving the widgets export and a runtime

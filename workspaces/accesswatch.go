@@ -2,18 +2,24 @@ package workspaces
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 
+	kcpcache "github.com/kcp-dev/apimachinery/v2/pkg/cache"
 	"github.com/kcp-dev/logicalcluster/v3"
 	mcpcache "github.com/kcp-dev/multicluster-provider/pkg/cache"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
@@ -46,13 +52,67 @@ type AccessWatch struct {
 	ctx     context.Context
 	queue   workqueue.TypedRateLimitingInterface[mcreconcile.Request]
 	lister  engine.ClusterLister
+	// informers holds, by watched type, each virtual workspace's informer (Get).
+	informers map[reflect.Type][]toolscache.SharedIndexInformer
 }
 
-// NewAccessWatch returns an AccessWatch of the objects the minters keep (the
-// provider's credential and, declared apart, its worker's), which carry managedBy.
-func NewAccessWatch(scheme *runtime.Scheme, managedBy map[string]string, minters ...*tokens.Minter) *AccessWatch {
-	return &AccessWatch{minters: minters, scheme: scheme, selector: labels.SelectorFromSet(managedBy), seen: map[string]bool{}}
+// NewAccessWatch returns an AccessWatch of the objects that carry managedBy; ReportTo
+// names the minters that keep them.
+func NewAccessWatch(scheme *runtime.Scheme, managedBy map[string]string) *AccessWatch {
+	return &AccessWatch{scheme: scheme, selector: labels.SelectorFromSet(managedBy), seen: map[string]bool{},
+		informers: map[reflect.Type][]toolscache.SharedIndexInformer{}}
 }
+
+// ReportTo names the minters whose objects are watched (the provider's credential and,
+// declared apart, its worker's): each is told of every change (tokens.Minter.Drifted).
+// Call it before the source starts. The minters may read from the watch in turn
+// (tokens.Options.Cache), which is why they are not known when it is made.
+func (w *AccessWatch) ReportTo(minters ...*tokens.Minter) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.minters = append(w.minters, minters...)
+}
+
+// Get reads a watched object of the workspace cluster from the watch's caches, for
+// tokens.Options.Cache. A workspace lives on one kcp shard, so at most one virtual
+// workspace's cache holds it; NotFound means every one has synced and none does.
+// Before the source runs, or while a cache syncs, it cannot tell.
+func (w *AccessWatch) Get(cluster logicalcluster.Name, key client.ObjectKey, obj client.Object) error {
+	w.mu.Lock()
+	infs := w.informers[reflect.TypeOf(obj)]
+	n := len(w.configs)
+	w.mu.Unlock()
+	if len(infs) == 0 || len(infs) < n {
+		return errNotWatched
+	}
+	storeKey := kcpcache.ToClusterAwareKey(cluster.String(), key.Namespace, key.Name)
+	for _, inf := range infs {
+		if !inf.HasSynced() {
+			return errNotWatched
+		}
+		item, exists, err := inf.GetIndexer().GetByKey(storeKey)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			continue
+		}
+		cached, ok := item.(client.Object)
+		if !ok || reflect.TypeOf(cached) != reflect.TypeOf(obj) {
+			return fmt.Errorf("access watch holds %T under %s, want %T", item, storeKey, obj)
+		}
+		reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(cached.DeepCopyObject()).Elem())
+		return nil
+	}
+	gvk, err := apiutil.GVKForObject(obj, w.scheme)
+	if err != nil {
+		return err
+	}
+	return apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, key.Name)
+}
+
+// errNotWatched is Get's answer while it cannot tell: the reader goes to the server.
+var errNotWatched = errors.New("access watch not synced")
 
 // VirtualWorkspace is told of a virtual workspace (one per kcp shard); it watches it
 // once the source runs.
@@ -102,6 +162,12 @@ func (w *AccessWatch) watch(cfg *rest.Config) error {
 		if err != nil {
 			return fmt.Errorf("access watch of %T: %w", obj, err)
 		}
+		shared, _, _, err := c.GetSharedInformer(obj)
+		if err != nil {
+			return fmt.Errorf("access watch of %T: %w", obj, err)
+		}
+		t := reflect.TypeOf(obj)
+		w.informers[t] = append(w.informers[t], shared)
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    func(o any) { w.changed(o, false) },
 			UpdateFunc: func(_, o any) { w.changed(o, false) },
