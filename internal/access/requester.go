@@ -96,6 +96,9 @@ type Key struct {
 type Requester struct {
 	opts     Options
 	platform client.Client
+	// namespaces is platform with the tenant namespaces seen remembered; the library
+	// and the Requester's own namespace reads go through it.
+	namespaces *namespaceMemory
 	// lib orders and reads; release only deletes. They are two instances of the
 	// library because it remembers, per tenant (its reconcile.Request), that a
 	// deletion started and, until one finishes in the same process, refuses to create
@@ -170,7 +173,9 @@ func New(platform client.Client, opts Options) *Requester {
 	if opts.Recheck == 0 {
 		opts.Recheck = DefaultRecheck
 	}
-	return &Requester{opts: opts, platform: platform, lib: newLib(platform, opts), release: newLib(platform, opts),
+	namespaces := newNamespaceMemory(platform)
+	return &Requester{opts: opts, platform: platform, namespaces: namespaces,
+		lib: newLib(namespaces, opts), release: newLib(namespaces, opts),
 		cache: map[types.UID]cachedAccess{}, granted: map[string]grantedAccess{}, tenants: map[string]*tenantState{}}
 }
 
@@ -233,10 +238,13 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 		if _, waiting := AsWaiting(err); waiting {
 			return nil, err
 		}
+		r.namespaces.forget(key.Identity.TenantNamespace())
 		return nil, fmt.Errorf("ordering %s access: %w", r.opts.Registration.ID(), err)
 	}
 	res, err := r.lib.Reconcile(lctx, key.Request, key.Identity)
 	if err != nil {
+		// The namespace may be gone (namespaceMemory); read it again next time.
+		r.namespaces.forget(key.Identity.TenantNamespace())
 		return nil, fmt.Errorf("ordering %s access: %w", r.opts.Registration.ID(), err)
 	}
 	id := r.opts.Registration.ID()

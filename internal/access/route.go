@@ -147,13 +147,13 @@ func (r *Requester) managedLabels(key Key, reg advanced.ParameterizedClusterRegi
 func (r *Requester) ensureNamespace(ctx context.Context, name string) error {
 	ns := &corev1.Namespace{}
 	ns.Name = name
-	if err := r.platform.Get(ctx, client.ObjectKeyFromObject(ns), ns); !apierrors.IsNotFound(err) {
+	if err := r.namespaces.Get(ctx, client.ObjectKeyFromObject(ns), ns); !apierrors.IsNotFound(err) {
 		if err != nil {
 			return fmt.Errorf("reading platform namespace %s: %w", name, err)
 		}
 		return nil
 	}
-	if err := r.platform.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := r.namespaces.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating platform namespace %s: %w", name, err)
 	}
 	return nil
