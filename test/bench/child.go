@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"strconv"
 	"syscall"
 	"time"
@@ -39,6 +40,7 @@ const runtimeChildArg = "runtime-child"
 type snapshotJSON struct {
 	Counts     map[string]int `json:"counts"`
 	ByResource map[string]int `json:"byResource"`
+	Reconciles int            `json:"reconciles"`
 }
 
 // runtimeChildMain is the runtime's process: the same builder call as a provider's
@@ -83,7 +85,7 @@ func runtimeChildMain(args []string) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/counts", func(w http.ResponseWriter, _ *http.Request) {
 		s := cnt.snapshot()
-		_ = json.NewEncoder(w).Encode(snapshotJSON{Counts: s.counts, ByResource: s.byResource})
+		_ = json.NewEncoder(w).Encode(snapshotJSON{Counts: s.counts, ByResource: s.byResource, Reconciles: serviceReconciles()})
 	})
 	mux.HandleFunc("/active", func(w http.ResponseWriter, _ *http.Request) {
 		if !rt.KCPActive() {
@@ -177,7 +179,7 @@ func (p *runtimeProcess) snapshot() (snapshot, error) {
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
 		return snapshot{}, err
 	}
-	return snapshot{counts: s.Counts, byResource: s.ByResource}, nil
+	return snapshot{counts: s.Counts, byResource: s.ByResource, reconciles: s.Reconciles}, nil
 }
 
 // active reports whether kcp mode serves.
@@ -232,3 +234,26 @@ func (p *runtimeProcess) saveProfiles(name string) {
 
 // pid names the process for rss and resetPeakRSS.
 func (p *runtimeProcess) pid() string { return strconv.Itoa(p.child.Pid()) }
+
+// serviceReconciles is how many reconciles of Widgets kcp mode's controller has run,
+// from controller-runtime's own metric (controller_runtime_reconcile_total).
+func serviceReconciles() int {
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		return 0
+	}
+	n := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == providerName+"-kcp" {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return int(n)
+}

@@ -59,6 +59,9 @@ func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
 type snapshot struct {
 	counts     map[string]int
 	byResource map[string]int
+	// reconciles counts the runtime's reconciles of Service objects (kcp mode's
+	// runtime process only).
+	reconciles int
 }
 
 func (c *counter) snapshot() snapshot {
@@ -76,7 +79,7 @@ func (c *counter) snapshot() snapshot {
 
 // sub is s minus an earlier snapshot.
 func (s snapshot) sub(earlier snapshot) snapshot {
-	d := snapshot{counts: map[string]int{}, byResource: map[string]int{}}
+	d := snapshot{counts: map[string]int{}, byResource: map[string]int{}, reconciles: s.reconciles - earlier.reconciles}
 	for k, v := range s.counts {
 		d.counts[k] = v - earlier.counts[k]
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -56,6 +57,9 @@ type phase struct {
 	// opErrors counts the real openmcp-operator's scheduler and access-request
 	// controller errors until convergence (each one a backoff); -1 with the stand-in.
 	opErrors float64
+	// newcomers: after the steady state, tenants bound one at a time, each creating
+	// one object: creation to Ready, sorted (runtime only).
+	newcomers []time.Duration
 }
 
 type kcpResult struct {
@@ -175,20 +179,11 @@ func startKCPEnv(ctx context.Context, env *localenv.Env, standIn bool) (*kcpEnv,
 // measured: kcp's own workspace and binding rates would dominate every figure).
 func (e *kcpEnv) createTenants(ctx context.Context, n int) error {
 	e.tenants = make([]tenant, n)
-	root := logicalcluster.NewPath("root")
 	err := parallel(n, concurrency, func(i int) error {
-		path, lc, err := e.k.CreateWorkspace(ctx, root, fmt.Sprintf("tenant-%d", i))
-		if err != nil {
+		var err error
+		if e.tenants[i], err = e.createTenant(ctx, fmt.Sprintf("tenant-%d", i)); err != nil {
 			return err
 		}
-		if _, err := e.k.CreateAPIBinding(ctx, path, providerName, logicalcluster.NewPath(providerWS), providerName, apiexport.AcceptedClaims(providerName)); err != nil {
-			return err
-		}
-		c, err := client.New(fast(e.k.ConfigFor(path)), client.Options{Scheme: benchScheme()})
-		if err != nil {
-			return err
-		}
-		e.tenants[i] = tenant{path: path, lc: lc, c: c}
 		if (i+1)%50 == 0 {
 			logf("  %d workspaces", i+1)
 		}
@@ -205,6 +200,64 @@ func (e *kcpEnv) createTenants(ctx context.Context, n int) error {
 	return nil
 }
 
+// createTenant creates a workspace under root and binds the export there with the
+// claims the runtime asks for accepted.
+func (e *kcpEnv) createTenant(ctx context.Context, name string) (tenant, error) {
+	path, lc, err := e.k.CreateWorkspace(ctx, logicalcluster.NewPath("root"), name)
+	if err != nil {
+		return tenant{}, err
+	}
+	if _, err := e.k.CreateAPIBinding(ctx, path, providerName, logicalcluster.NewPath(providerWS), providerName, apiexport.AcceptedClaims(providerName)); err != nil {
+		return tenant{}, err
+	}
+	c, err := client.New(fast(e.k.ConfigFor(path)), client.Options{Scheme: benchScheme()})
+	if err != nil {
+		return tenant{}, err
+	}
+	return tenant{path: path, lc: lc, c: c}, nil
+}
+
+// createWidget creates the Widget name in tn's workspace, once the bound resource is
+// served (a moment after the binding is Bound), and returns when it was created.
+func createWidget(ctx context.Context, tn tenant, name string) (time.Time, error) {
+	err := localenv.Poll(ctx, time.Minute, "creating widget in "+tn.lc.String(), func(ctx context.Context) error {
+		err := tn.c.Create(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: widget.WidgetSpec{Color: "blue"}})
+		if err != nil && !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("fatal: %w", err)
+		}
+		return err
+	})
+	return time.Now(), err
+}
+
+// newcomers binds n more tenants one at a time, with every other workspace engaged;
+// each creates one Widget once it is served, and the next tenant comes once that one
+// is Ready. It returns creation to Ready of each, sorted.
+func (e *kcpEnv) newcomers(ctx context.Context, watcher *readyWatcher, n int) ([]time.Duration, error) {
+	var out []time.Duration
+	for i := range n {
+		tn, err := e.createTenant(ctx, fmt.Sprintf("newcomer-%d", i))
+		if err != nil {
+			return nil, err
+		}
+		created, err := createWidget(ctx, tn, "main")
+		if err != nil {
+			return nil, err
+		}
+		ready, err := watcher.waitAll(ctx, len(e.tenants)+i+1, time.Minute)
+		if err != nil {
+			return nil, fmt.Errorf("newcomer %d: %w", i, err)
+		}
+		r, ok := ready[tn.lc.String()+"/default/main"]
+		if !ok {
+			return nil, fmt.Errorf("newcomer %d: another object became Ready instead", i)
+		}
+		out = append(out, r.Sub(created))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
 // createWidgets creates one Widget named name in every tenant workspace, all at
 // once, and returns when each was created.
 func (e *kcpEnv) createWidgets(ctx context.Context, name string) (map[string]time.Time, error) {
@@ -212,19 +265,12 @@ func (e *kcpEnv) createWidgets(ctx context.Context, name string) (map[string]tim
 	created := map[string]time.Time{}
 	err := parallel(len(e.tenants), 4*concurrency, func(i int) error {
 		tn := e.tenants[i]
-		// A bound resource is served a moment after the binding is Bound.
-		err := localenv.Poll(ctx, time.Minute, "creating widget in "+tn.lc.String(), func(ctx context.Context) error {
-			err := tn.c.Create(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Spec: widget.WidgetSpec{Color: "blue"}})
-			if err != nil && !meta.IsNoMatchError(err) && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("fatal: %w", err)
-			}
-			return err
-		})
+		at, err := createWidget(ctx, tn, name)
 		if err != nil {
 			return err
 		}
 		mu.Lock()
-		created[tn.lc.String()+"/default/"+name] = time.Now()
+		created[tn.lc.String()+"/default/"+name] = at
 		mu.Unlock()
 		return nil
 	})
@@ -551,6 +597,11 @@ func (e *kcpEnv) runtime(ctx context.Context, opts benchOptions) (phase, error) 
 	p.window = opts.steady
 	if _, peak := rss(rt.pid()); peak > p.rssPeak {
 		p.rssPeak = peak
+	}
+	if opts.newcomers > 0 {
+		if p.newcomers, err = e.newcomers(ctx, watcher, opts.newcomers); err != nil {
+			return p, fmt.Errorf("newcomers: %w", err)
+		}
 	}
 	return p, nil
 }

@@ -30,6 +30,9 @@ type benchOptions struct {
 	// controller instead of the real openmcp-operator (the baseline of the
 	// comparison); skipFloor leaves out kcp mode's floor.
 	standIn, skipFloor bool
+	// newcomers is how many tenants kcp mode's runtime phase binds one at a time after
+	// its steady state.
+	newcomers int
 }
 
 func main() {
@@ -52,6 +55,7 @@ func main() {
 	skipStd := flag.Bool("skip-standard", false, "skip standard mode")
 	platformSizes := flag.String("platform-sizes", "1,100", "objects per mode for the comparison of the real openmcp-operator with the stand-in scheduler; empty skips it")
 	alone := flag.String("operator-alone-sizes", "", "request counts for the real openmcp-operator's own throughput with no runtime; empty skips it")
+	newcomers := flag.Int("newcomers", 20, "kcp mode: tenants bound one at a time after the steady state, each timed from its object's creation to Ready")
 	verbose := flag.Bool("v", false, "log the runtimes and the local platform")
 	flag.Parse()
 
@@ -78,7 +82,7 @@ func main() {
 			fatalf("-std-sizes: %v", err)
 		}
 	}
-	opts := benchOptions{concurrency: *conc, qps: float32(*qps), burst: *burst, retry: *retry, steady: *steady}
+	opts := benchOptions{concurrency: *conc, qps: float32(*qps), burst: *burst, retry: *retry, steady: *steady, newcomers: *newcomers}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 

@@ -152,6 +152,7 @@ func (r *report) kcpSection(w func(string, ...any)) {
 			all, writes, rt.rssPeak, rt.rssBase, rt.heap)
 	}
 	w("")
+	r.kcpCost(w)
 	w("What the runtime wrote, per object (largest size):")
 	w("")
 	last := r.kcp[len(r.kcp)-1]
@@ -163,6 +164,42 @@ func (r *report) kcpSection(w func(string, ...any)) {
 		w("Steady state (%s window, largest size): %s%s%s.", last.rt.window, byVerb(s, 1), readList(s, 1), writeList(s, 1))
 		w("")
 	}
+}
+
+// kcpCost is kcp mode's cost per workspace (issue 18): the runtime's reads per object
+// on the way to Ready, what a poll reconcile of a served object costs, and how soon one
+// new tenant is served with every other workspace engaged.
+func (r *report) kcpCost(w func(string, ...any)) {
+	w("Cost per workspace. Reads are every request that is not a write (discovery included); a poll reconcile is one reconcile of kcp mode's controller in the steady-state window, counted by controller-runtime's `controller_runtime_reconcile_total` in the runtime's process (every object is polled once a minute, the ProviderConfig's default). Newcomers: after the steady state, tenants bind one at a time and each creates one object; time from its creation to Ready.")
+	w("")
+	w("| workspaces | requests per object: all / writes / reads | steady: poll reconciles per min | steady: requests per poll reconcile | newcomers: p50 / p99 to Ready (n) |")
+	w("|---|---|---|---|---|")
+	for _, k := range r.kcp {
+		rt := k.rt
+		reads := rt.reqs.total() - rt.reqs.writes()
+		w("| %d | %s / %s / %s | %.0f | %s | %s |", k.n, perObj(k.n, rt.reqs.total()), perObj(k.n, rt.reqs.writes()), perObj(k.n, reads),
+			float64(rt.steady.reconciles)/max(rt.window.Minutes(), 1e-9), perPoll(rt.steady), newcomerLatency(rt.newcomers))
+	}
+	w("")
+	if last := r.kcp[len(r.kcp)-1]; last.rt.reqs.total() > 0 {
+		w("What the runtime read, per object (largest size): %s.", strings.TrimPrefix(readList(last.rt.reqs, last.n), "; by resource: "))
+		w("")
+	}
+}
+
+// perPoll is requests per reconcile of a snapshot.
+func perPoll(s snapshot) string {
+	if s.reconciles == 0 {
+		return "no reconcile"
+	}
+	return fmt.Sprintf("%.2f", float64(s.total())/float64(s.reconciles))
+}
+
+func newcomerLatency(lat []time.Duration) string {
+	if len(lat) == 0 {
+		return "not run"
+	}
+	return fmt.Sprintf("%s / %s (%d)", ms(percentile(lat, .5)), ms(percentile(lat, .99)), len(lat))
 }
 
 func (r *report) stdSection(w func(string, ...any)) {
@@ -220,7 +257,7 @@ func (r *report) stdSection(w func(string, ...any)) {
 }
 
 func (r *report) targets(w func(string, ...any)) {
-	w("## Targets (issue 9)")
+	w("## Targets (issues 9 and 18)")
 	w("")
 	w("| target | measured | verdict |")
 	w("|---|---|---|")
@@ -245,6 +282,22 @@ func (r *report) targets(w func(string, ...any)) {
 				perWS, perObj, a.n, z.n, verdict(perWS <= perObj))
 		}
 	}
+	if len(r.kcp) > 0 {
+		// Issue 18's cost targets, at the largest size.
+		k := r.kcp[len(r.kcp)-1]
+		rt, fl := k.rt, k.floor
+		q := rt.total.Seconds() / fl.total.Seconds()
+		w("| (issue 18) %d workspaces all Ready within 1.2x the floor | %s | %s |", k.n, ratio(rt.total.Seconds(), fl.total.Seconds()), verdict(q <= 1.2))
+		perObject := float64(rt.reqs.total()) / float64(k.n)
+		w("| (issue 18) at most 16 requests per object | %.1f (%s writes, %s reads) | %s |", perObject, perObj(k.n, rt.reqs.writes()), perObj(k.n, rt.reqs.total()-rt.reqs.writes()), verdict(perObject <= 16))
+		pp := float64(rt.steady.total()) / float64(max(rt.steady.reconciles, 1))
+		w("| (issue 18) steady state: 0 writes, at most 1 request per poll reconcile | %d writes, %s requests per poll reconcile (%d reconciles) | %s |",
+			rt.steady.writes(), perPoll(rt.steady), rt.steady.reconciles, verdict(rt.steady.writes() == 0 && rt.steady.reconciles > 0 && pp <= 1))
+		if len(rt.newcomers) > 0 {
+			p99 := percentile(rt.newcomers, .99)
+			w("| (issue 18) one new tenant's object Ready within 1.5 s (p99 of %d, one at a time, %d engaged) | %s | %s |", len(rt.newcomers), k.n, ms(p99), verdict(p99 <= 1500*time.Millisecond))
+		}
+	}
 	// The largest size both runtimes finished.
 	for i := len(r.std) - 1; i >= 0; i-- {
 		if s := r.std[i]; s.this.n > 0 && s.peer.n > 0 {
@@ -259,25 +312,20 @@ func (r *report) targets(w func(string, ...any)) {
 }
 
 // writeList names the writes of a snapshot, if any, divided by n.
-func writeList(s snapshot, n int) string {
-	var parts []string
-	for _, k := range s.writeKinds() {
-		parts = append(parts, fmt.Sprintf("%s %s", k, perObj(n, s.byResource[k])))
-	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return "; writes: " + strings.Join(parts, ", ")
-}
+func writeList(s snapshot, n int) string { return kindList("; writes: ", s.writeKinds(), s, n) }
 
 // readList is like writeList for the requests that are not writes.
-func readList(s snapshot, n int) string {
+func readList(s snapshot, n int) string { return kindList("; by resource: ", s.readKinds(), s, n) }
+
+// kindList lists kinds ("verb resource") with their counts divided by n, after prefix;
+// empty when there are none.
+func kindList(prefix string, kinds []string, s snapshot, n int) string {
 	var parts []string
-	for _, k := range s.readKinds() {
+	for _, k := range kinds {
 		parts = append(parts, fmt.Sprintf("%s %s", k, perObj(n, s.byResource[k])))
 	}
 	if len(parts) == 0 {
 		return ""
 	}
-	return "; by resource: " + strings.Join(parts, ", ")
+	return prefix + strings.Join(parts, ", ")
 }
