@@ -230,6 +230,20 @@ func TestGrantedAccessIsRoutedAndRemembered(t *testing.T) {
 		}
 	}
 
+	// The engine keeps its record on the request (Record): that changes the request,
+	// but not the access, so the next poll still reads no Secret.
+	if err := o.Record(ctx, key, "example.com/record", "v1"); err != nil {
+		t.Fatal(err)
+	}
+	afterRecord := countGets(func() {
+		if a, err := o.Ensure(ctx, key); err != nil || a != granted {
+			t.Fatalf("a poll after Record returned %p, %v; want the remembered access %p", a, err, granted)
+		}
+	})
+	if n := afterRecord["*v1.Secret"]; n != 0 {
+		t.Errorf("a poll after the runtime's own Record read the access Secret %d times, want 0", n)
+	}
+
 	// The AccessRequest changes (here: the platform writes its status again): the next
 	// Ensure takes the full pass and reads the Secret.
 	if err := platform.Get(ctx, client.ObjectKeyFromObject(ar), ar); err != nil {

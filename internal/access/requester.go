@@ -117,6 +117,9 @@ type Requester struct {
 	// tenants holds what is remembered of a tenant between Ensures (by tenantKey):
 	// only tenants whose requests are pending or denied.
 	tenants map[string]*tenantState
+	// routed remembers when routeAccessRequest created each AccessRequest, until the
+	// informer cache shows it (route.go).
+	routed map[client.ObjectKey]time.Time
 }
 
 // maxWaitingRetry caps the backoff between looks at a pending request. The grant
@@ -146,6 +149,9 @@ type tenantState struct {
 type grantedAccess struct {
 	arUID     types.UID
 	arVersion string
+	// recorded is the AccessRequest's version after this process's own Record patch:
+	// the access is as current at that version as at arVersion.
+	recorded  string
 	crVersion string
 	access    *cluster.Access
 	checkedAt time.Time
@@ -176,7 +182,8 @@ func New(platform client.Client, opts Options) *Requester {
 	namespaces := newNamespaceMemory(platform)
 	return &Requester{opts: opts, platform: platform, namespaces: namespaces,
 		lib: newLib(namespaces, opts), release: newLib(namespaces, opts),
-		cache: map[types.UID]cachedAccess{}, granted: map[string]grantedAccess{}, tenants: map[string]*tenantState{}}
+		cache: map[types.UID]cachedAccess{}, granted: map[string]grantedAccess{}, tenants: map[string]*tenantState{},
+		routed: map[client.ObjectKey]time.Time{}}
 }
 
 // newLib configures one instance of the clusteraccess library.
@@ -274,7 +281,7 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 		// write each, and says nothing a tenant can act on. What the platform says is
 		// wrong with a request (an invalid reference, a configuration problem) is
 		// different: the tenant reads it on the object.
-		msg := fmt.Sprintf("waiting for the platform to grant access to the %s cluster (requests in platform namespace %s)", id, key.Identity.TenantNamespace())
+		msg := r.waitingMessage(key)
 		says := platformProblem(cr, ar)
 		retry := r.waitingRetry(key)
 		if pending := pendingRequest(cr, ar); pending != nil {
@@ -324,7 +331,7 @@ func (r *Requester) current(ctx context.Context, key Key) (*cluster.Access, erro
 		return nil, nil
 	}
 	ar, err := r.accessRequest(ctx, key)
-	if err != nil || ar == nil || ar.UID != g.arUID || ar.ResourceVersion != g.arVersion {
+	if err != nil || ar == nil || ar.UID != g.arUID || (ar.ResourceVersion != g.arVersion && ar.ResourceVersion != g.recorded) {
 		return nil, nil // the full pass reads and reports it
 	}
 	if r.opts.Registration.ClusterRequestAvailable() || g.crVersion != "" {
@@ -334,6 +341,13 @@ func (r *Requester) current(ctx context.Context, key Key) (*cluster.Access, erro
 		}
 	}
 	return g.access, nil
+}
+
+// waitingMessage is what the tenant reads while its requests are pending, the same
+// for every step of the wait (see Ensure).
+func (r *Requester) waitingMessage(key Key) string {
+	return fmt.Sprintf("waiting for the platform to grant access to the %s cluster (requests in platform namespace %s)",
+		r.opts.Registration.ID(), key.Identity.TenantNamespace())
 }
 
 // pendingRequest is the request the platform has yet to grant: the ClusterRequest
@@ -461,6 +475,7 @@ func (r *Requester) Release(ctx context.Context, key Key) (bool, error) {
 	delete(r.granted, tenantKey(key))
 	if ar != nil {
 		delete(r.cache, ar.UID)
+		delete(r.routed, client.ObjectKeyFromObject(ar))
 	}
 	if st := r.tenants[tenantKey(key)]; st != nil {
 		st.waits = 0
@@ -625,8 +640,19 @@ func (r *Requester) Record(ctx context.Context, key Key, annotation, value strin
 		ar.Annotations = map[string]string{}
 	}
 	ar.Annotations[annotation] = value
-	if err := r.platform.Patch(ctx, ar, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.platform.Patch(ctx, ar, client.MergeFrom(base)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
 		return fmt.Errorf("annotating AccessRequest %s/%s: %w", ar.Namespace, ar.Name, err)
 	}
+	// The patch changed nothing the access depends on: a poll need not read the
+	// access Secret again because of it (current).
+	r.mu.Lock()
+	if g, ok := r.granted[tenantKey(key)]; ok && g.arUID == ar.UID && base.ResourceVersion == g.arVersion {
+		g.recorded = ar.ResourceVersion
+		r.granted[tenantKey(key)] = g
+	}
+	r.mu.Unlock()
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
 	ctrlutils "github.com/openmcp-project/controller-utils/pkg/controller"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
@@ -30,8 +31,10 @@ import (
 // sees a request whose ClusterRequest is not granted yet, which it answers with an
 // error and its exponential backoff.
 //
-// Everything else about the request is the clusteraccess library's, which finds it
-// existing and leaves it be: the same name, namespace, managed labels, finalizer and
+// Once it has created the request, it returns a *WaitingError: the library runs on the
+// next pass, when the informer cache shows the request (routedGrace), so that it never
+// orders a second, unrouted one. Everything else about the request is the clusteraccess
+// library's, which finds it existing and leaves it be: the same name, namespace, managed labels, finalizer and
 // token configuration. Where the route cannot be read (the Cluster or its profile not
 // visible yet) nothing is created here and the library orders the request as it
 // always does. For a registration on a ClusterRequest the runtime does not own (a
@@ -52,7 +55,21 @@ func (r *Requester) routeAccessRequest(ctx context.Context, key Key) error {
 	}
 	arKey := client.ObjectKey{Namespace: namespace, Name: advanced.StableRequestName(r.opts.ControllerName, key.Request, suffix)}
 	if err := r.platform.Get(ctx, arKey, &clustersv1alpha1.AccessRequest{}); !apierrors.IsNotFound(err) {
+		if err == nil {
+			r.mu.Lock()
+			delete(r.routed, arKey)
+			r.mu.Unlock()
+		}
 		return err // exists (nil), or could not be read
+	}
+	// Created here a moment ago, and not in the cache yet: neither this code nor the
+	// library (which would create it again, unrouted) may act on the cache's word.
+	// The grant's watch event wakes the tenant.
+	r.mu.Lock()
+	at, created := r.routed[arKey]
+	r.mu.Unlock()
+	if created && time.Since(at) < routedGrace {
+		return &WaitingError{Reason: r.opts.WaitingReason, RequeueAfter: r.waitingRetry(key), Message: r.waitingMessage(key)}
 	}
 
 	spec, err := reg.ClusterRequestSpec()
@@ -123,8 +140,17 @@ func (r *Requester) routeAccessRequest(ctx context.Context, key Key) error {
 	if err := r.platform.Create(ctx, ar); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating AccessRequest %s: %w", arKey, err)
 	}
-	return nil
+	r.mu.Lock()
+	r.routed[arKey] = time.Now()
+	r.mu.Unlock()
+	return &WaitingError{Reason: r.opts.WaitingReason, RequeueAfter: r.waitingRetry(key), Message: r.waitingMessage(key)}
 }
+
+// routedGrace is how long an AccessRequest this Requester created is taken to exist
+// while the informer cache does not show it yet. In the benchmark at 500 workspaces,
+// a tenant woken again before its cache caught up created the request a second time
+// for every third tenant (refused as AlreadyExists, but a request each).
+const routedGrace = 30 * time.Second
 
 // managedLabels are the labels the clusteraccess library expects on the tenant's
 // requests: its managed-by and purpose labels and the Requester's own, shortened as the
