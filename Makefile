@@ -33,8 +33,8 @@ generate:
 binaries:
 	hack/test-binaries.sh
 
-## bench: measure kcp mode at 10/100/500 workspaces, the floor, and standard mode
-## against opencontrolplane-runtime; writes docs/benchmarks.md (about 30 min on 2 cores).
+## bench: measure kcp mode at 10/100/500 workspaces (the floor, cost per workspace, newcomers), and standard mode
+## against opencontrolplane-runtime; writes docs/benchmarks.md (about 60 min on 2 cores).
 ## Override sizes with BENCH_ARGS, e.g. make bench BENCH_ARGS="-sizes 10 -steady 10s".
 BENCH_ARGS ?= -sizes 10,100,500 -std-sizes 10,100
 bench:
