@@ -245,14 +245,11 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 		if _, waiting := AsWaiting(err); waiting {
 			return nil, err
 		}
-		r.namespaces.forget(key.Identity.TenantNamespace())
-		return nil, fmt.Errorf("ordering %s access: %w", r.opts.Registration.ID(), err)
+		return nil, r.orderingFailed(key, err)
 	}
 	res, err := r.lib.Reconcile(lctx, key.Request, key.Identity)
 	if err != nil {
-		// The namespace may be gone (namespaceMemory); read it again next time.
-		r.namespaces.forget(key.Identity.TenantNamespace())
-		return nil, fmt.Errorf("ordering %s access: %w", r.opts.Registration.ID(), err)
+		return nil, r.orderingFailed(key, err)
 	}
 	id := r.opts.Registration.ID()
 	var cr *clustersv1alpha1.ClusterRequest
@@ -314,6 +311,13 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 	return a, nil
 }
 
+// orderingFailed wraps an error of ordering the tenant's requests. The tenant's
+// namespace may be gone (namespaceMemory): the next pass reads it again.
+func (r *Requester) orderingFailed(key Key, err error) error {
+	r.namespaces.forget(key.Identity.TenantNamespace())
+	return fmt.Errorf("ordering %s access: %w", r.opts.Registration.ID(), err)
+}
+
 // current returns the tenant's access from memory when nothing has changed since a
 // full pass ended granted: the same AccessRequest (and ClusterRequest) at the same
 // resource versions in the informer cache, within Recheck and before the token's
@@ -334,7 +338,7 @@ func (r *Requester) current(ctx context.Context, key Key) (*cluster.Access, erro
 	if err != nil || ar == nil || ar.UID != g.arUID || (ar.ResourceVersion != g.arVersion && ar.ResourceVersion != g.recorded) {
 		return nil, nil // the full pass reads and reports it
 	}
-	if r.opts.Registration.ClusterRequestAvailable() || g.crVersion != "" {
+	if r.opts.Registration.ClusterRequestAvailable() {
 		cr, err := r.lib.ClusterRequest(ctx, key.Request, r.opts.Registration.ID(), key.Identity)
 		if err != nil || cr.ResourceVersion != g.crVersion {
 			return nil, nil

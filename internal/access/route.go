@@ -34,8 +34,8 @@ import (
 // Once it has created the request, it returns a *WaitingError: the library runs on the
 // next pass, when the informer cache shows the request (routedGrace), so that it never
 // orders a second, unrouted one. Everything else about the request is the clusteraccess
-// library's, which finds it existing and leaves it be: the same name, namespace, managed labels, finalizer and
-// token configuration. Where the route cannot be read (the Cluster or its profile not
+// library's, which finds it existing and leaves it be: the same name, namespace,
+// managed labels, finalizer and token configuration. Where the route cannot be read (the Cluster or its profile not
 // visible yet) nothing is created here and the library orders the request as it
 // always does. For a registration on a ClusterRequest the runtime does not own (a
 // ControlPlane's), the tenant waits for that grant here, before the library creates a
