@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
@@ -17,6 +18,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/kcpmode"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/sharding"
 	"github.com/openmcp-project/kcp-serviceprovider/tokens"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
 	"github.com/openmcp-project/kcp-serviceprovider/workspaces"
@@ -79,12 +81,25 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 	mopts.HealthProbeBindAddress = "0"
 	platformCfg := rest.CopyConfig(opts.Platform)
 	opts.tune(platformCfg)
-	mgr, err := mcmanager.New(platformCfg, mcProvider, mopts)
+	// Several replicas share the workspaces rather than elect a leader
+	// (docs/design/replicas.md): the coordinator engages each workspace in one of them.
+	var replicas *sharding.Replicas
+	var mcOpts []mcmanager.Option
+	if opts.LeaderElection {
+		mopts.LeaderElection = false
+		if replicas, err = r.replicas(opts); err != nil {
+			return nil, err
+		}
+		mcOpts = append(mcOpts, mcmanager.WithCoordinator(replicas.Coordinator()))
+	}
+	mgr, err := mcmanager.New(platformCfg, mcProvider, mopts, mcOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("kcp mode manager: %w", err)
 	}
-	if err := mgr.Add(objects); err != nil {
-		return nil, err
+	if replicas != nil {
+		if err := mgr.Add(replicas.Ownership()); err != nil {
+			return nil, err
+		}
 	}
 
 	// Tampering with the worker's access in a workspace is repaired within seconds;
@@ -134,13 +149,40 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 	if err != nil {
 		return nil, fmt.Errorf("kcp mode controller: %w", err)
 	}
+	// Added after the engine, so that the engine knows a workspace by the time the
+	// shared watch queues its objects on engagement.
+	if err := mgr.Add(objects); err != nil {
+		return nil, err
+	}
 	// A workspace that is briefly not engaged (this manager restarting, the virtual
 	// workspace reconnecting) is not swept: the sweep wants SweepAbsences consecutive
-	// absences, and it restarts with the manager.
-	if err := addSweep(mgr, e, r.decl.name, kcpTenantLabels, opts); err != nil {
+	// absences, and it restarts with the manager. With several replicas, each sweeps
+	// the gone workspaces the sharder names it for.
+	var responsible func(map[string]string) bool
+	if replicas != nil {
+		responsible = func(l map[string]string) bool { return replicas.Responsible(l[workspaces.LogicalClusterLabel]) }
+	}
+	if err := addSweep(mgr, e, r.decl.name, kcpTenantLabels, responsible, opts); err != nil {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// replicas builds this replica's share of kcp mode's workspaces. Its Leases are
+// renewed through a client of their own: a renewal queued behind a burst of
+// reconciles would let a fence lapse.
+func (r *Runtime[T]) replicas(opts Options) (*sharding.Replicas, error) {
+	cfg := rest.CopyConfig(opts.Platform)
+	opts.tune(cfg)
+	c, err := client.New(cfg, client.Options{Scheme: r.decl.scheme})
+	if err != nil {
+		return nil, fmt.Errorf("lease client: %w", err)
+	}
+	return sharding.New(sharding.Options{
+		Client: c, Namespace: opts.Namespace, Name: r.decl.name + "-kcp", Replica: opts.Replica,
+		LeaseDuration: opts.LeaseDuration, Probe: opts.RetryPeriod, Provider: r.decl.name,
+		Log: log.Log.WithName(r.decl.name),
+	}), nil
 }
 
 // minterRecheck is how long kcp mode's Minters trust the objects they found in order

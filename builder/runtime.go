@@ -1,10 +1,12 @@
 package builder
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -46,13 +48,22 @@ type Options struct {
 	// Namespace is the provider's own namespace on the platform cluster (POD_NAMESPACE):
 	// leader election leases live there.
 	Namespace string
-	// LeaderElection turns leader election on; each mode has its own lease
-	// (`<name>-standard`, `<name>-kcp`), so two replicas may each lead one mode.
+	// LeaderElection says that several replicas run. Standard mode elects a leader
+	// (lease `<name>-standard`). kcp mode shares the bound workspaces among the
+	// replicas instead, each served by exactly one of them (internal/sharding,
+	// docs/design/replicas.md).
 	LeaderElection bool
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election; zero keeps
 	// controller-runtime's defaults (15s, 10s, 2s). A standby takes over at most about
-	// LeaseDuration + RetryPeriod after the leader died.
+	// LeaseDuration + RetryPeriod after the leader died. In kcp mode LeaseDuration is
+	// also how long a silent replica keeps its workspaces, and RetryPeriod how often
+	// a replica re-decides which workspaces it serves.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Replica is this process's identity among the replicas: on the Leases it holds,
+	// on the events it records and in the user agent of its requests (hence the field
+	// manager of its writes). Default: the host name (the pod's name) and the process
+	// ID, which tells apart two processes on one machine.
+	Replica string
 	// MetricsBindAddress serves Prometheus metrics (docs/metrics.md); "0" turns it
 	// off.
 	MetricsBindAddress string
@@ -111,11 +122,24 @@ func (o *Options) defaults() {
 	if o.MetricsBindAddress == "" {
 		o.MetricsBindAddress = "0"
 	}
+	if o.Replica == "" {
+		host, _ := os.Hostname()
+		o.Replica = fmt.Sprintf("%s-%d", cmp.Or(host, "replica"), os.Getpid())
+	}
+	if o.LeaseDuration == 0 {
+		o.LeaseDuration = 15 * time.Second
+	}
+	if o.RetryPeriod == 0 {
+		o.RetryPeriod = 2 * time.Second
+	}
 }
 
 func (o *Options) tune(cfg *rest.Config) {
 	cfg.QPS = o.ClientQPS
 	cfg.Burst = o.ClientBurst
+	// The API server names the field manager of a write that names none after the
+	// user agent's first segment: the replica's writes carry its identity.
+	cfg.UserAgent = fieldOwner(o.Replica) + "/" + rest.DefaultKubernetesUserAgent()
 	if o.WrapTransport != nil {
 		cfg.Wrap(o.WrapTransport)
 	}
@@ -296,7 +320,7 @@ func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcm
 	if err != nil {
 		return nil, fmt.Errorf("standard mode controller: %w", err)
 	}
-	if err := addSweep(mgr, e, r.decl.name, standardTenantLabels, opts); err != nil {
+	if err := addSweep(mgr, e, r.decl.name, standardTenantLabels, nil, opts); err != nil {
 		return nil, err
 	}
 	return mgr, nil
@@ -321,6 +345,8 @@ func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, tenancy engine.Tenancy
 		Tenancy:     tenancy,
 		Provider:    r.decl.name,
 		EventSource: eventSource(r.decl.name),
+		Replica:     opts.Replica,
+		FieldOwner:  fieldOwner(opts.Replica),
 	}
 	if r.decl.workload {
 		eopts.Workload = workload.NewOrderer(platform, workload.Options{
@@ -356,6 +382,9 @@ func (r *Runtime[T]) leaders() map[string]bool {
 	}
 	return out
 }
+
+// fieldOwner is the field manager of a replica's writes: "serviceprovider.<replica>".
+func fieldOwner(replica string) string { return "serviceprovider." + replica }
 
 // eventSource is the reporting controller of the runtime's events: a qualified name
 // naming the provider, so tenants see whose runtime speaks.

@@ -48,10 +48,12 @@ Standard mode serves the Service objects on the onboarding cluster (unless
 --standard-mode=false). kcp mode serves them in kcp workspaces bound to the provider's
 APIExport; it runs while the ProviderConfig (named --provider-name, on the platform
 cluster) has spec.kcp, and starts, restarts and stops with it, without a restart of the
-process. Each mode has its own manager and leader election lease in --namespace.`,
+process. Each mode has its own manager. With --leader-elect, standard mode elects a
+leader and kcp mode shares the bound workspaces among the replicas, each served by one
+of them (leases in --namespace).`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			o.addFlags(fs, p.Name)
-			fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader per mode among the replicas (leases in --namespace); the openmcp-operator sets it for more than one replica")
+			fs.BoolVar(&o.leaderElect, "leader-elect", false, "run as one of several replicas: standard mode elects a leader, kcp mode shares the workspaces (leases in --namespace); the openmcp-operator sets it for more than one replica")
 			fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", "0", "address of the Prometheus metrics endpoint, e.g. :8080; 0 turns it off")
 			fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "serve metrics over HTTPS with authentication; not supported yet (the openmcp-operator passes false)")
 			fs.StringVar(&o.healthProbeBindAddress, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 turns them off")

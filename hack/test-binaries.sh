@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds the real servers the tests start (kcp, kube-apiserver, etcd, kubectl) and the
-# real openmcp-operator from the tools modules under hack/tools/, into a cache folder
-# outside the repository keyed by each tools module's go.sum. A warm machine skips the
-# build entirely.
+# Builds the real servers the tests start (kcp with its cache server and front-proxy,
+# kube-apiserver, etcd, kubectl) and the real openmcp-operator from the tools modules
+# under hack/tools/, into a cache folder outside the repository keyed by each tools
+# module's go.sum. A warm machine skips the build entirely.
 #
 # Prints, as its last line, the folder holding the binaries, for example:
 #   KSP_TEST_ASSETS=/root/.cache/kcp-serviceprovider/assets/3f2a...
@@ -30,15 +30,22 @@ recipe=2
 key() { { cat "$repo/hack/tools/$1/go.mod" "$repo/hack/tools/$1/go.sum" "$repo/hack/tools/$1"/patches/*.patch 2>/dev/null; echo "$recipe"; } | sha256sum | cut -c1-16; }
 
 kcp_dir="$cache/kcp-$(key kcp)"
+# kcp's cache server and front-proxy, for a sharded kcp (localenv's KCPOptions.Shards).
+# A folder of their own, so that adding them did not rebuild kcp.
+kcp_sharding_dir="$cache/kcp-sharding-$(key kcp)"
 kube_dir="$cache/kube-$(key kube)"
 operator_dir="$cache/operator-$(key operator)"
 assets="$cache/assets/$(key kcp)-$(key kube)-$(key operator)"
 
 log() { echo "test-binaries: $*" >&2; }
 
-build_kcp() {
-  [ -x "$kcp_dir/kcp" ] && return 0
-  log "building kcp v0.30.0 (patched, see hack/tools/kcp/patches) into $kcp_dir (cold: about 11 minutes)"
+# build_kcp_cmds OUT CMD... builds kcp v0.30.0's commands CMD (under cmd/) into the
+# folder OUT: kcp's source with hack/tools/kcp/patches/ applied (each file says why),
+# built through a copy of the tools module that replaces kcp with it. With -trimpath
+# the source's folder is not part of the build cache's keys, so a second call reuses
+# the packages the first compiled.
+build_kcp_cmds() {
+  local out=$1; shift
   local ver="v1.34.2+kcp-v0.30.0" date
   date=$(date -u +'%Y-%m-%dT%H:%M:%SZ')
   local ld=""
@@ -46,10 +53,8 @@ build_kcp() {
     ld+=" -X $pkg.gitVersion=$ver -X $pkg.gitMajor=1 -X $pkg.gitMinor=34"
     ld+=" -X $pkg.gitCommit=v0.30.0 -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
   done
-  rm -rf "$kcp_dir.tmp" && mkdir -p "$kcp_dir.tmp/mod"
-  # kcp's source with hack/tools/kcp/patches/ applied (each file says why), built
-  # through a copy of the tools module that replaces kcp with it.
-  local src patched="$kcp_dir.tmp/src"
+  rm -rf "$out.tmp" && mkdir -p "$out.tmp/mod"
+  local src patched="$out.tmp/src"
   (cd "$repo/hack/tools/kcp" && go mod download github.com/kcp-dev/kcp)
   src=$(cd "$repo/hack/tools/kcp" && go list -m -f '{{.Dir}}' github.com/kcp-dev/kcp)
   cp -r "$src" "$patched" && chmod -R u+w "$patched"
@@ -62,11 +67,26 @@ build_kcp() {
       (cd "$patched" && git apply -p1 "$p")
     fi
   done
-  cp "$repo/hack/tools/kcp/go.mod" "$repo/hack/tools/kcp/go.sum" "$kcp_dir.tmp/mod/"
-  go mod edit -replace "github.com/kcp-dev/kcp=$patched" "$kcp_dir.tmp/mod/go.mod"
-  (cd "$repo/hack/tools/kcp" && go build -modfile="$kcp_dir.tmp/mod/go.mod" -trimpath -ldflags "-s -w $ld" -o "$kcp_dir.tmp/kcp" github.com/kcp-dev/kcp/cmd/kcp)
-  rm -rf "$kcp_dir.tmp/src" "$kcp_dir.tmp/mod"
-  rm -rf "$kcp_dir" && mv "$kcp_dir.tmp" "$kcp_dir"
+  cp "$repo/hack/tools/kcp/go.mod" "$repo/hack/tools/kcp/go.sum" "$out.tmp/mod/"
+  go mod edit -replace "github.com/kcp-dev/kcp=$patched" "$out.tmp/mod/go.mod"
+  local cmd
+  for cmd in "$@"; do
+    (cd "$repo/hack/tools/kcp" && go build -modfile="$out.tmp/mod/go.mod" -trimpath -ldflags "-s -w $ld" -o "$out.tmp/$cmd" "github.com/kcp-dev/kcp/cmd/$cmd")
+  done
+  rm -rf "$out.tmp/src" "$out.tmp/mod"
+  rm -rf "$out" && mv "$out.tmp" "$out"
+}
+
+build_kcp() {
+  [ -x "$kcp_dir/kcp" ] && return 0
+  log "building kcp v0.30.0 (patched, see hack/tools/kcp/patches) into $kcp_dir (cold: about 11 minutes)"
+  build_kcp_cmds "$kcp_dir" kcp
+}
+
+build_kcp_sharding() {
+  [ -x "$kcp_sharding_dir/cache-server" ] && [ -x "$kcp_sharding_dir/kcp-front-proxy" ] && return 0
+  log "building kcp v0.30.0's cache-server and kcp-front-proxy into $kcp_sharding_dir (after kcp, which compiled most of their packages: about a minute)"
+  build_kcp_cmds "$kcp_sharding_dir" cache-server kcp-front-proxy
 }
 
 build_kube() {
@@ -98,18 +118,19 @@ build_operator() {
 }
 
 case "${1:-all}" in
-  kcp) build_kcp ;;
+  kcp) build_kcp; build_kcp_sharding ;;
   kube) build_kube ;;
   operator) build_operator ;;
-  all) build_kcp; build_kube; build_operator ;;
+  all) build_kcp; build_kcp_sharding; build_kube; build_operator ;;
   *) echo "usage: $0 [all|kcp|kube|operator]" >&2; exit 2 ;;
 esac
 
 # One folder with every binary, in the layout controller-runtime's envtest expects
 # (KUBEBUILDER_ASSETS), plus kcp and openmcp-operator.
-if [ -x "$kcp_dir/kcp" ] && [ -x "$kube_dir/kube-apiserver" ] && [ -x "$operator_dir/openmcp-operator" ]; then
+if [ -x "$kcp_dir/kcp" ] && [ -x "$kcp_sharding_dir/kcp-front-proxy" ] && [ -x "$kube_dir/kube-apiserver" ] && [ -x "$operator_dir/openmcp-operator" ]; then
   mkdir -p "$assets"
-  for b in "$kcp_dir/kcp" "$kube_dir/kube-apiserver" "$kube_dir/etcd" "$kube_dir/kubectl" "$operator_dir/openmcp-operator"; do
+  for b in "$kcp_dir/kcp" "$kcp_sharding_dir/cache-server" "$kcp_sharding_dir/kcp-front-proxy" \
+    "$kube_dir/kube-apiserver" "$kube_dir/etcd" "$kube_dir/kubectl" "$operator_dir/openmcp-operator"; do
     ln -sf "$b" "$assets/$(basename "$b")"
   done
   echo "KSP_TEST_ASSETS=$assets"

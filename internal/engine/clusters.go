@@ -92,22 +92,85 @@ func (s *clusterSet) List(ctx context.Context, name string) []mcreconcile.Reques
 
 	var reqs []mcreconcile.Request
 	for n, cl := range targets {
-		list := s.newList()
-		if err := cl.GetCache().List(ctx, list); err != nil {
-			log.FromContext(ctx).Error(err, "listing objects for fan-out", "cluster", n)
-			continue
-		}
-		_ = meta.EachListItem(list, func(o runtime.Object) error {
-			obj, ok := o.(client.Object)
-			if !ok {
-				return nil
-			}
-			reqs = append(reqs, mcreconcile.Request{
-				ClusterName: multicluster.ClusterName(n),
-				Request:     reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)},
-			})
-			return nil
-		})
+		reqs = append(reqs, requestsIn(ctx, s.newList, n, cl)...)
 	}
 	return reqs
 }
+
+// requestsIn returns a request for every object in cl's cache.
+func requestsIn(ctx context.Context, newList func() client.ObjectList, name string, cl ctrlcluster.Cluster) []mcreconcile.Request {
+	list := newList()
+	if err := cl.GetCache().List(ctx, list); err != nil {
+		log.FromContext(ctx).Error(err, "listing objects for fan-out", "cluster", name)
+		return nil
+	}
+	var reqs []mcreconcile.Request
+	_ = meta.EachListItem(list, func(o runtime.Object) error {
+		obj, ok := o.(client.Object)
+		if !ok {
+			return nil
+		}
+		reqs = append(reqs, mcreconcile.Request{
+			ClusterName: multicluster.ClusterName(name),
+			Request:     reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)},
+		})
+		return nil
+	})
+	return reqs
+}
+
+// knownClusters are the clusters the manager's provider knows, whether or not this
+// replica serves them: with several replicas sharing the workspaces
+// (internal/sharding), another replica's workspace still exists. The orphan sweep asks
+// through it whether a tenant is gone.
+type knownClusters struct {
+	served *clusterSet
+	get    func(context.Context, multicluster.ClusterName) (ctrlcluster.Cluster, error)
+}
+
+// List returns requests for the objects of the named cluster, or of every served one
+// when name is empty.
+func (k knownClusters) List(ctx context.Context, name string) []mcreconcile.Request {
+	if name == "" {
+		return k.served.List(ctx, "")
+	}
+	cl, ok := k.Get(name)
+	if !ok {
+		return nil
+	}
+	return requestsIn(ctx, k.served.newList, name, cl)
+}
+
+// Get returns a cluster the provider knows.
+func (k knownClusters) Get(name string) (ctrlcluster.Cluster, bool) {
+	if cl, ok := k.served.Get(name); ok {
+		return cl, true
+	}
+	cl, err := k.get(context.Background(), multicluster.ClusterName(name))
+	return cl, err == nil && cl != nil
+}
+
+// ownedBy returns a cluster wrapper that applies wrap, if set, and then names owner
+// as the field manager of every write through the cluster's client.
+func ownedBy(owner string, wrap func(ctrlcluster.Cluster) (ctrlcluster.Cluster, error)) func(ctrlcluster.Cluster) (ctrlcluster.Cluster, error) {
+	if owner == "" {
+		return wrap
+	}
+	return func(cl ctrlcluster.Cluster) (ctrlcluster.Cluster, error) {
+		if wrap != nil {
+			var err error
+			if cl, err = wrap(cl); err != nil {
+				return nil, err
+			}
+		}
+		return fieldOwnedCluster{Cluster: cl, client: client.WithFieldOwner(cl.GetClient(), owner)}, nil
+	}
+}
+
+// fieldOwnedCluster is a cluster whose client names a field manager.
+type fieldOwnedCluster struct {
+	ctrlcluster.Cluster
+	client client.Client
+}
+
+func (c fieldOwnedCluster) GetClient() client.Client { return c.client }

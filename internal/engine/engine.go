@@ -49,6 +49,12 @@ type Options[T provider.Object] struct {
 	// EventSource is the reporting controller of the events the engine records on
 	// Service objects (on transitions, see observe.go); empty records none.
 	EventSource string
+	// Replica is the identity of this replica, the reporting instance of its events.
+	Replica string
+	// FieldOwner, if set, is the field manager of the engine's writes to Service
+	// objects. Without it the API server takes the user agent's, which kcp's virtual
+	// workspace replaces with its own ("kcp").
+	FieldOwner string
 	// ProgressInterval is how soon an object in progress is looked at again when the
 	// provider names no interval. Default 5s.
 	ProgressInterval time.Duration
@@ -74,6 +80,9 @@ func directReader(cl ctrlcluster.Cluster) (client.Reader, error) {
 type Engine[T provider.Object] struct {
 	opts     Options[T]
 	clusters *clusterSet
+	// known are the clusters the provider knows, served here or by another replica
+	// (Present); nil means those served here.
+	known    ClusterLister
 	reported *reported // transitions reported recently (observe.go)
 	written  *writtenStatuses
 	recorder *recorder // events (events.go)
@@ -88,7 +97,7 @@ func New[T provider.Object](opts Options[T], clusters *clusterSet) *Engine[T] {
 		opts.LiveReader = directReader
 	}
 	return &Engine[T]{opts: opts, clusters: clusters, reported: newReported(), written: newWrittenStatuses(),
-		recorder: newRecorder(opts.EventSource)}
+		recorder: newRecorder(opts.EventSource, opts.Replica)}
 }
 
 // Reconcile implements the multicluster reconciler.

@@ -31,8 +31,8 @@ type recorder struct {
 	src  string
 }
 
-func newRecorder(source string) *recorder {
-	sink := &routingSink{clusters: newMemory[ctrlcluster.Cluster](eventRouteMemory)}
+func newRecorder(source, replica string) *recorder {
+	sink := &routingSink{clusters: newMemory[ctrlcluster.Cluster](eventRouteMemory), instance: replica}
 	return &recorder{broadcaster: events.NewBroadcaster(sink), sink: sink, src: source}
 }
 
@@ -66,6 +66,9 @@ func (r *recorder) eventf(cl ctrlcluster.Cluster, obj client.Object, eventType, 
 // routingSink sends each event through the cluster holding the object it regards.
 type routingSink struct {
 	clusters *memory[ctrlcluster.Cluster] // by the regarded object's UID
+	// instance, if set, replaces client-go's reporting instance (controller and host
+	// name): with several replicas on one host, it tells which one recorded an event.
+	instance string
 }
 
 var _ events.EventSink = &routingSink{}
@@ -91,6 +94,10 @@ func (s *routingSink) Create(ctx context.Context, ev *eventsv1.Event) (*eventsv1
 	sink, err := s.to(ev)
 	if err != nil {
 		return nil, err
+	}
+	if s.instance != "" {
+		ev = ev.DeepCopy()
+		ev.ReportingInstance = s.instance
 	}
 	return sink.Create(ctx, ev)
 }

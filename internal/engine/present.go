@@ -8,13 +8,18 @@ import (
 )
 
 // Present reports whether the tenant named by a platform-side request's labels still
-// has a Service object in a cluster the engine serves. The orphan sweep
-// (internal/sweep) asks it; it reads the informer caches only. A cluster that is not
-// engaged (a kcp workspace that unbound or vanished) has no objects; the sweep's
-// repeated-absence rule keeps a briefly disengaged workspace safe.
+// has a Service object in a cluster the manager's provider knows (served here or by
+// another replica). The orphan sweep (internal/sweep) asks it; it reads the informer
+// caches only. A cluster the provider does not know (a kcp workspace that unbound or
+// vanished) has no objects; the sweep's repeated-absence rule keeps a briefly
+// disengaged workspace safe.
 func (e *Engine[T]) Present(ctx context.Context, labels map[string]string) (bool, error) {
-	for _, req := range e.opts.Tenancy.RequestsFor(ctx, labels, e.clusters) {
-		cl, ok := e.clusters.Get(string(req.ClusterName))
+	known := e.known
+	if known == nil {
+		known = e.clusters
+	}
+	for _, req := range e.opts.Tenancy.RequestsFor(ctx, labels, known) {
+		cl, ok := known.Get(string(req.ClusterName))
 		if !ok {
 			continue
 		}

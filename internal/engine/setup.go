@@ -61,11 +61,12 @@ type Setup struct {
 // Register builds the engine's controller on mgr. The manager's local cluster is the
 // platform cluster; its provider yields the clusters holding Service objects.
 func Register[T provider.Object](mgr mcmanager.Manager, opts Options[T], s Setup) (*Engine[T], error) {
-	set := newClusterSet(s.NewList, s.WrapCluster)
+	set := newClusterSet(s.NewList, ownedBy(opts.FieldOwner, s.WrapCluster))
 	if err := mgr.Add(set); err != nil {
 		return nil, err
 	}
 	e := New(opts, set)
+	e.known = knownClusters{served: set, get: mgr.GetCluster}
 	if err := mgr.GetLocalManager().Add(e.recorder); err != nil {
 		return nil, err
 	}

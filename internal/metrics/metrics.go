@@ -117,6 +117,26 @@ var (
 		Namespace: Namespace, Subsystem: "kcp", Name: "apiexport_provisions_total",
 		Help: "Provisioning runs of the provider's APIResourceSchemas and APIExport (one per kcp mode start), by result.",
 	}, []string{"provider", "result"})
+
+	// KCPWorkspacesOwned is how many bound workspaces this replica serves: all of them
+	// with one replica, its share with several (internal/sharding).
+	KCPWorkspacesOwned = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Subsystem: "kcp", Name: "workspaces_owned",
+		Help: "Bound workspaces this replica serves (holds the fence of) in kcp mode.",
+	}, []string{"provider"})
+
+	// KCPOwnershipChangesTotal counts workspaces this replica started or stopped
+	// serving: a replica joining or leaving, a workspace binding or unbinding.
+	KCPOwnershipChangesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: "kcp", Name: "workspace_ownership_changes_total",
+		Help: "Workspaces this replica started (kind gained) or stopped (kind released) serving in kcp mode, after a rebalance among replicas or a binding change.",
+	}, []string{"provider", "kind"})
+
+	// KCPReplicas is how many replicas this replica sees sharing kcp mode's workspaces.
+	KCPReplicas = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Subsystem: "kcp", Name: "replicas",
+		Help: "Live replicas sharing kcp mode's workspaces, as this replica last saw them (itself included).",
+	}, []string{"provider"})
 )
 
 // Label values of results.
@@ -137,7 +157,7 @@ func init() {
 		ReconcilesTotal, ReconcileDuration, ProviderPanicsTotal, EventsTotal, SingletonConflictsTotal,
 		AccessGrantDuration, ProviderConfigGeneration, ProviderConfigValid,
 		TokenRequestsTotal, RuntimeTokenRefreshesTotal, RuntimeTokenExpiry,
-		APIExportProvisionsTotal, state,
+		APIExportProvisionsTotal, KCPWorkspacesOwned, KCPOwnershipChangesTotal, KCPReplicas, state,
 	)
 }
 
@@ -165,4 +185,20 @@ func RuntimeTokenRefreshed(provider string, expires time.Time, err error) {
 // APIExportProvisioned records a provisioning run.
 func APIExportProvisioned(provider string, err error) {
 	APIExportProvisionsTotal.WithLabelValues(provider, resultOf(err)).Inc()
+}
+
+// KCPWorkspaceOwnership records that this replica started (gained) or stopped serving
+// a workspace.
+func KCPWorkspaceOwnership(provider string, gained bool) {
+	kind, delta := "released", -1.0
+	if gained {
+		kind, delta = "gained", 1
+	}
+	KCPOwnershipChangesTotal.WithLabelValues(provider, kind).Inc()
+	KCPWorkspacesOwned.WithLabelValues(provider).Add(delta)
+}
+
+// KCPReplicasSeen records how many live replicas this replica sees.
+func KCPReplicasSeen(provider string, n int) {
+	KCPReplicas.WithLabelValues(provider).Set(float64(n))
 }

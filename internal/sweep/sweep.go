@@ -37,6 +37,10 @@ type Options struct {
 	// Present reports whether the tenant named by a request's labels still has a Service
 	// object. An error counts as present.
 	Present func(ctx context.Context, labels map[string]string) (bool, error)
+	// Responsible, when set, says whether this process sweeps the tenant named by a
+	// request's labels: with several replicas sharing the tenants, each sweeps its own
+	// share (internal/sharding), so that one provider Delete runs per gone tenant.
+	Responsible func(labels map[string]string) bool
 	// Delete, when set, removes what the provider created for a gone tenant, given the
 	// tenant's AccessRequests (engine.DeleteOrphan). The tenant's requests are revoked
 	// only after it reported done; false or an error keeps them for the next sweep.
@@ -162,6 +166,9 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 	var errs []error
 	for _, key := range keys {
 		t := tenants[key]
+		if s.opts.Responsible != nil && !s.opts.Responsible(t.labels) {
+			continue // another replica's: forgotten below, counted again if it comes back
+		}
 		seen[key] = true
 		present, err := s.opts.Present(ctx, t.labels)
 		if err != nil || present {

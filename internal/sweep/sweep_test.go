@@ -86,3 +86,45 @@ func TestProviderDeleteBeforeRevocation(t *testing.T) {
 		t.Errorf("Delete called %d times, want 3", calls)
 	}
 }
+
+// TestSweepsOnlyItsShare: with several replicas, a replica leaves the gone tenants
+// another is responsible for alone, and sweeps them once it is responsible.
+func TestSweepsOnlyItsShare(t *testing.T) {
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	if err := clustersv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{openmcpconst.ManagedByLabel: "widgets", "tenant": "gone"}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		&clustersv1alpha1.AccessRequest{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-ns", Name: "widgets--gone--wl", Labels: labels}},
+	).Build()
+	mine, presentAsked, deletes := false, 0, 0
+	s := New(Options{
+		Client: c, ManagedBy: "widgets", TenantLabels: []string{"tenant"}, Absences: 2,
+		Responsible: func(l map[string]string) bool {
+			if l["tenant"] != "gone" {
+				t.Errorf("Responsible asked with labels %v", l)
+			}
+			return mine
+		},
+		Present: func(context.Context, map[string]string) (bool, error) { presentAsked++; return false, nil },
+		Delete:  func(context.Context, []*clustersv1alpha1.AccessRequest) (bool, error) { deletes++; return true, nil },
+	})
+	for i := range 3 {
+		if res, err := s.Sweep(ctx); err != nil || res.Suspects != 0 || res.Deleted != 0 {
+			t.Fatalf("sweep %d of another replica's tenant: result %+v, error %v", i+1, res, err)
+		}
+	}
+	if presentAsked != 0 || deletes != 0 {
+		t.Fatalf("another replica's tenant: Present asked %d times, Delete called %d times, want neither", presentAsked, deletes)
+	}
+	// Responsible now (the other replica left): the absences count from here.
+	mine = true
+	if res, err := s.Sweep(ctx); err != nil || res.Suspects != 1 {
+		t.Fatalf("first own sweep: result %+v, error %v, want one suspect", res, err)
+	}
+	if res, err := s.Sweep(ctx); err != nil || res.Deleted != 1 || deletes != 1 {
+		t.Fatalf("second own sweep: result %+v, error %v, Delete called %d times", res, err, deletes)
+	}
+}

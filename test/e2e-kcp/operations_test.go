@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -153,34 +154,45 @@ func TestOperations(t *testing.T) {
 	waitReason(ctx, t, tenants[0].c, second, v1alpha1.ReasonNotSingleton)
 	waitReady(ctx, t, ob, alpha)
 
-	t.Run("exactly one replica reconciles each mode", func(t *testing.T) {
+	t.Run("one replica leads standard mode, the two share kcp mode's workspaces", func(t *testing.T) {
 		ma, mb := scrape(ctx, t, a), scrape(ctx, t, b)
 		if n := len(mb["serviceprovider_manager_leader"]); n != 2 {
-			t.Errorf("standby b reports leadership of %d modes, want both (as 0)", n)
+			t.Errorf("b reports leadership of %d modes, want both", n)
 		}
-		if n := len(mb["serviceprovider_engine_objects"]) + len(mb["serviceprovider_engine_workspaces_engaged"]); n != 0 {
-			t.Errorf("standby b reports %d object or workspace series; only the leader should", n)
+		if n := len(mb.with("serviceprovider_engine_objects", labels{"mode": "standard"})) + len(mb.with("serviceprovider_engine_workspaces_engaged", labels{"mode": "standard"})); n != 0 {
+			t.Errorf("standby b reports %d standard-mode object or workspace series; only the leader should", n)
 		}
-		for _, mode := range []string{"standard", "kcp"} {
-			if got := ma.sum("serviceprovider_manager_leader", labels{"mode": mode}); got != 1 {
-				t.Errorf("replica a leads %s: %v, want 1", mode, got)
-			}
-			if got := mb.sum("serviceprovider_manager_leader", labels{"mode": mode}); got != 0 {
-				t.Errorf("replica b leads %s: %v, want 0", mode, got)
-			}
-			if got := ma.sum("serviceprovider_engine_reconciles_total", labels{"mode": mode}); got == 0 {
-				t.Errorf("replica a reconciled nothing in %s mode", mode)
-			}
-			if got := mb.sum("serviceprovider_engine_reconciles_total", labels{"mode": mode}); got != 0 {
-				t.Errorf("standby b reconciled %v times in %s mode", got, mode)
+		if got := ma.sum("serviceprovider_manager_leader", labels{"mode": "standard"}); got != 1 {
+			t.Errorf("replica a leads standard mode: %v, want 1", got)
+		}
+		if got := mb.sum("serviceprovider_manager_leader", labels{"mode": "standard"}); got != 0 {
+			t.Errorf("replica b leads standard mode: %v, want 0", got)
+		}
+		if got := ma.sum("serviceprovider_engine_reconciles_total", labels{"mode": "standard"}); got == 0 {
+			t.Error("replica a reconciled nothing in standard mode")
+		}
+		if got := mb.sum("serviceprovider_engine_reconciles_total", labels{"mode": "standard"}); got != 0 {
+			t.Errorf("standby b reconciled %v times in standard mode", got)
+		}
+		// kcp mode: both replicas run it (no leader), and each workspace is served by
+		// one of them: exactly one replica writes each tenant's object.
+		for _, m := range []metricSet{ma, mb} {
+			if got := m.sum("serviceprovider_manager_leader", labels{"mode": "kcp"}); got != 1 {
+				t.Errorf("a replica reports kcp leadership %v, want 1 (every replica is active)", got)
 			}
 		}
-		for _, mode := range []string{"standard", "kcp"} {
-			lease := &coordinationv1.Lease{}
-			if err := pf.Get(ctx, client.ObjectKey{Namespace: "default", Name: spName + "-" + mode}, lease); err != nil {
-				t.Fatalf("lease of %s mode: %v", mode, err)
-			}
-			t.Logf("lease %s held by %s", lease.Name, ptr.Deref(lease.Spec.HolderIdentity, ""))
+		wantMetricSum(ctx, t, []*replica{a, b}, "serviceprovider_kcp_workspaces_owned", nil, float64(len(tenants)))
+		wantMetricSum(ctx, t, []*replica{a, b}, "serviceprovider_engine_workspaces_engaged", labels{"mode": "kcp"}, float64(len(tenants)))
+		for _, tn := range tenants {
+			t.Logf("%s served by replica %s", tn.path, soleWriter(ctx, t, tn, main))
+		}
+		lease := &coordinationv1.Lease{}
+		if err := pf.Get(ctx, client.ObjectKey{Namespace: "default", Name: spName + "-standard"}, lease); err != nil {
+			t.Fatalf("lease of standard mode: %v", err)
+		}
+		t.Logf("lease %s held by %s", lease.Name, ptr.Deref(lease.Spec.HolderIdentity, ""))
+		if err := pf.Get(ctx, client.ObjectKey{Namespace: "default", Name: spName + "-kcp"}, &coordinationv1.Lease{}); !apierrors.IsNotFound(err) {
+			t.Errorf("a kcp-mode leader lease exists (%v); the replicas share kcp mode instead", err)
 		}
 	})
 
@@ -217,13 +229,13 @@ func TestOperations(t *testing.T) {
 		// A fan-out reconciles every object again; nothing transitions, so nothing is
 		// emitted.
 		reasons := eventReasons(ctx, t, tn.c, main)
-		before := scrape(ctx, t, a)
+		before := scrapeAll(ctx, t, a, b)
 		setConfig(t, "bonjour", "2")
 		for _, tn := range tenants {
 			wantConfigMap(ctx, t, wl, tn.lc, "bonjour", "blue")
 		}
 		wantStandardConfigMap(ctx, t, wl, alpha, "bonjour", "blue")
-		after := scrape(ctx, t, a)
+		after := scrapeAll(ctx, t, a, b)
 		for _, mode := range []string{"standard", "kcp"} {
 			if r0, r1 := before.sum("serviceprovider_engine_reconciles_total", labels{"mode": mode}), after.sum("serviceprovider_engine_reconciles_total", labels{"mode": mode}); r1 <= r0 {
 				t.Errorf("%s mode: reconciles %v -> %v, want more after the ProviderConfig change", mode, r0, r1)
@@ -275,8 +287,10 @@ func TestOperations(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Gauges come from the caches; give them a moment to see the last writes.
-		wantMetric(ctx, t, a, "serviceprovider_engine_objects", labels{"mode": "kcp", "phase": "Ready", "reason": "Ready"}, 2)
-		m := scrape(ctx, t, a)
+		wantMetricSum(ctx, t, []*replica{a, b}, "serviceprovider_engine_objects", labels{"mode": "kcp", "phase": "Ready", "reason": "Ready"}, 2)
+		// kcp mode's work is spread over both replicas: its series are summed over
+		// them. The process-level ones are replica a's.
+		m, both := scrape(ctx, t, a), scrapeAll(ctx, t, a, b)
 		for _, c := range []struct {
 			name string
 			l    labels
@@ -305,6 +319,9 @@ func TestOperations(t *testing.T) {
 			{"serviceprovider_providerconfig_valid", labels{"mode": "kcp"}, 1, 1},
 		} {
 			got := m.sum(c.name, c.l)
+			if c.l["mode"] == "kcp" && c.name != "serviceprovider_providerconfig_generation" && c.name != "serviceprovider_providerconfig_valid" || c.name == "serviceprovider_kcp_token_requests_total" {
+				got = both.sum(c.name, c.l)
+			}
 			if got < c.min || (c.max > 0 && got > c.max) {
 				t.Errorf("%s%v = %v, want [%v, %v]", c.name, c.l, got, c.min, c.max)
 			}
@@ -323,34 +340,41 @@ func TestOperations(t *testing.T) {
 		}
 	})
 
-	t.Run("a standby takes over within the lease time after the leader is killed", func(t *testing.T) {
+	t.Run("the other replica takes over within the lease time after one is killed", func(t *testing.T) {
 		killed := time.Now()
 		a.stop(syscall.SIGKILL, 0)
 		took := map[string]time.Duration{}
-		harness.Eventually(ctx, t, 2*replicaLeaseDuration+10*time.Second, "b leads both modes", func(ctx context.Context) error {
+		harness.Eventually(ctx, t, 2*replicaLeaseDuration+10*time.Second, "b serves both modes", func(ctx context.Context) error {
 			m, err := tryScrape(ctx, b)
 			if err != nil {
 				return err
 			}
-			for _, mode := range []string{"standard", "kcp"} {
-				if _, done := took[mode]; !done && m.sum("serviceprovider_manager_leader", labels{"mode": mode}) == 1 {
-					took[mode] = time.Since(killed)
-				}
+			if _, done := took["standard"]; !done && m.sum("serviceprovider_manager_leader", labels{"mode": "standard"}) == 1 {
+				took["standard"] = time.Since(killed)
+			}
+			if _, done := took["kcp"]; !done && m.sum("serviceprovider_kcp_workspaces_owned", nil) == float64(len(tenants)) {
+				took["kcp"] = time.Since(killed)
 			}
 			if len(took) < 2 {
-				return fmt.Errorf("leads %v", took)
+				return fmt.Errorf("serves %v", took)
 			}
 			return nil
 		})
-		// A standby takes the lease once it has seen no renewal for LeaseDuration. It
-		// looks every RetryPeriod with client-go's jitter (up to 2.2 RetryPeriods): it
-		// notices the last renewal up to one look late and the expiry up to one look
-		// late, so the bound is LeaseDuration plus two looks.
-		limit := replicaLeaseDuration + 2*22*replicaRetryPeriod/10 + time.Second // + the scrape
+		// Standard mode: a standby takes the lease once it has seen no renewal for
+		// LeaseDuration. It looks every RetryPeriod with client-go's jitter (up to 2.2
+		// RetryPeriods): it notices the last renewal up to one look late and the expiry
+		// up to one look late, so the bound is LeaseDuration plus two looks.
+		// kcp mode: b drops a from its peers once a's membership Lease is LeaseDuration
+		// old, which it sees at its next listing (every RetryPeriod); a's fences have
+		// expired by then, and b's next decision (every RetryPeriod) takes them.
+		limits := map[string]time.Duration{
+			"standard": replicaLeaseDuration + 2*22*replicaRetryPeriod/10 + time.Second, // + the scrape
+			"kcp":      replicaLeaseDuration + 2*replicaRetryPeriod + time.Second,
+		}
 		for mode, d := range took {
-			t.Logf("%s mode: replica b leads %s after the leader was killed (lease %s, retry %s)", mode, d.Round(10*time.Millisecond), replicaLeaseDuration, replicaRetryPeriod)
-			if d > limit {
-				t.Errorf("%s mode failed over after %s, want within %s", mode, d, limit)
+			t.Logf("%s mode: replica b serves %s after a was killed (lease %s, retry %s)", mode, d.Round(10*time.Millisecond), replicaLeaseDuration, replicaRetryPeriod)
+			if d > limits[mode] {
+				t.Errorf("%s mode failed over after %s, want within %s", mode, d, limits[mode])
 			}
 		}
 		// And it serves: a change in each mode is reconciled by b.
@@ -438,17 +462,8 @@ type sample struct {
 // sum adds the values of name's series whose labels include want.
 func (m metricSet) sum(name string, want labels) float64 {
 	total := 0.0
-	for _, s := range m[name] {
-		match := true
-		for k, v := range want {
-			if s.labels[k] != v {
-				match = false
-				break
-			}
-		}
-		if match {
-			total += s.value
-		}
+	for _, s := range m.with(name, want) {
+		total += s.value
 	}
 	return total
 }
@@ -574,6 +589,56 @@ func scrape(ctx context.Context, t testing.TB, r *replica) metricSet {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// scrapeAll scrapes every replica into one set: sums add up over the replicas.
+func scrapeAll(ctx context.Context, t testing.TB, rs ...*replica) metricSet {
+	t.Helper()
+	all := metricSet{}
+	for _, r := range rs {
+		for name, samples := range scrape(ctx, t, r) {
+			all[name] = append(all[name], samples...)
+		}
+	}
+	return all
+}
+
+// with returns name's series whose labels include want.
+func (m metricSet) with(name string, want labels) []sample {
+	var out []sample
+	for _, s := range m[name] {
+		match := true
+		for k, v := range want {
+			if s.labels[k] != v {
+				match = false
+				break
+			}
+		}
+		if match {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// wantMetricSum waits until the sum over the replicas of name's series with labels l
+// is want.
+func wantMetricSum(ctx context.Context, t testing.TB, rs []*replica, name string, l labels, want float64) {
+	t.Helper()
+	harness.Eventually(ctx, t, 2*time.Minute, fmt.Sprintf("%s%v summed over %d replicas = %v", name, l, len(rs), want), func(ctx context.Context) error {
+		got := 0.0
+		for _, r := range rs {
+			m, err := tryScrape(ctx, r)
+			if err != nil {
+				return err
+			}
+			got += m.sum(name, l)
+		}
+		if got != want {
+			return fmt.Errorf("%v", got)
+		}
+		return nil
+	})
 }
 
 // wantMetric waits until the sum of name's series with labels l is want.

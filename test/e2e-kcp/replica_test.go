@@ -14,6 +14,7 @@ import (
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -72,9 +73,12 @@ func runReplica() error {
 	if err != nil {
 		return fmt.Errorf("platform kubeconfig: %w", err)
 	}
-	onboarding, err := clientcmd.BuildConfigFromFlags("", os.Getenv(replicaOnboardingEnv))
-	if err != nil {
-		return fmt.Errorf("onboarding kubeconfig: %w", err)
+	// Without an onboarding kubeconfig the replica serves kcp mode only.
+	var onboarding *rest.Config
+	if kc := os.Getenv(replicaOnboardingEnv); kc != "" {
+		if onboarding, err = clientcmd.BuildConfigFromFlags("", kc); err != nil {
+			return fmt.Errorf("onboarding kubeconfig: %w", err)
+		}
 	}
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clustersv1alpha1.AddToScheme, widget.AddToScheme, apisv1alpha2.AddToScheme} {
@@ -95,7 +99,7 @@ func runReplica() error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return rt.Start(log.IntoContext(ctx, log.Log.WithValues("replica", os.Getenv(replicaEnv))), builder.Options{
-		Platform: platform, Onboarding: onboarding, Namespace: "default",
+		Platform: platform, Onboarding: onboarding, Namespace: "default", Replica: os.Getenv(replicaEnv),
 		LeaderElection: true, LeaseDuration: replicaLeaseDuration, RenewDeadline: replicaRenewDeadline, RetryPeriod: replicaRetryPeriod,
 		MetricsBindAddress:     os.Getenv(replicaMetricsEnv),
 		HealthProbeBindAddress: os.Getenv(replicaProbesEnv),
@@ -111,7 +115,8 @@ type replica struct {
 }
 
 // startReplica starts a replica serving the platform and onboarding clusters whose
-// kubeconfig files are given. t.Cleanup stops it (SIGTERM, then SIGKILL).
+// kubeconfig files are given (no onboarding file: kcp mode only). t.Cleanup stops it
+// (SIGTERM, then SIGKILL).
 func startReplica(t *testing.T, name, platformKubeconfig, onboardingKubeconfig string) *replica {
 	t.Helper()
 	ports, err := localenv.FreePorts(2)

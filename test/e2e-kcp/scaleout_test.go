@@ -1,0 +1,317 @@
+package e2ekcp
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kcp-dev/logicalcluster/v3"
+	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
+	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+)
+
+// scaleOutTenants is how many tenant workspaces the replicas share.
+const scaleOutTenants = 30
+
+// failoverLimit is how soon after a replica's SIGKILL the new objects in its
+// workspaces must be Ready: the bound, above the lease duration the replicas
+// run with (replicaLeaseDuration) plus a renewal period and a decision tick.
+const failoverLimit = 20 * time.Second
+
+// TestReplicasShareWorkspaces runs kcp mode in three replica processes, as the
+// openmcp-operator's Deployment does with --leader-elect=true, and checks that they
+// share the tenants' workspaces: each served by exactly one replica, a killed
+// replica's workspaces served by the others within the lease, and scaling down to
+// one and back up to three keeps every workspace served.
+func TestReplicasShareWorkspaces(t *testing.T) {
+	ctx := t.Context()
+	captureLogs(t) // the in-process local platform's log
+	_, configCRD, err := widget.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := harness.StartPlatform(ctx, t, localenv.PlatformOptions{
+		Clusters: []string{localenv.PurposeWorkload},
+		CRDs:     map[string][]*apiextensionsv1.CustomResourceDefinition{localenv.PurposePlatform: {configCRD}},
+		KCP:      true,
+		Provider: &localenv.ProviderWorkspace{
+			Path:           providerWS,
+			RBACFile:       "../../config/kcp/runtime-rbac.yaml",
+			ServiceAccount: types.NamespacedName{Namespace: "kcp-serviceprovider", Name: "runtime"},
+			Secret:         types.NamespacedName{Namespace: kcpSecretNS, Name: kcpSecretName},
+		},
+	})
+	k, scheme := p.KCP, spScheme(t)
+	pf, wl := harness.NewClient(t, p.Platform.Config, scheme), harness.NewClient(t, p.Workload.Config, scheme)
+	platformKubeconfig := filepath.Join(t.TempDir(), "platform.kubeconfig")
+	if err := os.WriteFile(platformKubeconfig, p.Platform.Kubeconfig(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	(&kcpEnv{pf: pf}).setConfig(ctx, t, "hello", &v1alpha1.KCP{ProviderWorkspace: providerWS,
+		KubeconfigSecret: v1alpha1.SecretReference{Name: kcpSecretName, Namespace: kcpSecretNS}})
+
+	replicas := map[string]*replica{}
+	start := func(name string) {
+		r := startReplica(t, name, platformKubeconfig, "")
+		replicas[name] = r
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		start(name)
+	}
+	for _, r := range replicas {
+		wantProbe(ctx, t, r, "/readyz", 200)
+	}
+
+	main := client.ObjectKey{Namespace: "default", Name: "main"}
+	tenants := make([]tenant, scaleOutTenants)
+	began := time.Now()
+	for i := range tenants {
+		path, lc := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), fmt.Sprintf("scale-%02d", i))
+		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
+		tenants[i] = tenant{path: path, lc: lc, c: harness.NewClient(t, k.ConfigFor(path), scheme)}
+		newWidget(ctx, t, tenants[i].c, main.Name, "blue")
+	}
+	eachTenant(t, tenants, func(t *testing.T, tn tenant) { waitReady(ctx, t, tn.c, main) })
+	t.Logf("%d tenants Ready %s after the first workspace was created", len(tenants), time.Since(began).Round(100*time.Millisecond))
+
+	owners := map[logicalcluster.Name]string{}
+	t.Run("each workspace is served by exactly one replica, all replicas serve some", func(t *testing.T) {
+		for _, tn := range tenants {
+			owners[tn.lc] = soleWriter(ctx, t, tn, main)
+		}
+		perReplica := map[string]int{}
+		for _, o := range owners {
+			perReplica[o]++
+		}
+		t.Logf("workspaces by the replica writing their objects: %v", perReplica)
+		wantOwnedMetrics(ctx, t, replicas, perReplica)
+		for name := range replicas {
+			if perReplica[name] == 0 {
+				t.Errorf("replica %s serves no workspace of %d", name, len(tenants))
+			}
+		}
+		tokens := 0.0
+		for _, r := range replicas {
+			tokens += scrape(ctx, t, r).sum("serviceprovider_kcp_token_requests_total", labels{"kind": "new"})
+		}
+		if tokens != float64(len(tenants)) {
+			t.Errorf("%v TokenRequests for %d workspaces, want one each", tokens, len(tenants))
+		}
+		// The events a tenant sees name the replica that recorded them.
+		for _, tn := range tenants[:3] {
+			evs := &eventsv1.EventList{}
+			if err := tn.c.List(ctx, evs, client.InNamespace("default")); err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range evs.Items {
+				if ev.Regarding.Name == main.Name && ev.ReportingInstance != owners[tn.lc] {
+					t.Errorf("%s: event %s recorded by %q, want the serving replica %q", tn.path, ev.Reason, ev.ReportingInstance, owners[tn.lc])
+				}
+			}
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("a killed replica's workspaces are served by the others within the lease", func(t *testing.T) {
+		victim := busiest(owners)
+		var affected []tenant
+		for _, tn := range tenants {
+			if owners[tn.lc] == victim {
+				affected = append(affected, tn)
+			}
+		}
+		// The victim releases its objects while it runs; after the kill, new ones
+		// arrive in its workspaces.
+		eachTenant(t, affected, func(t *testing.T, tn tenant) { harness.DeleteAndWait(ctx, t, tn.c, widgetAt(main)) })
+		replicas[victim].stop(syscall.SIGKILL, 0)
+		killed := time.Now()
+		delete(replicas, victim)
+		eachTenant(t, affected, func(t *testing.T, tn tenant) { newWidget(ctx, t, tn.c, main.Name, "green") })
+		took := readyTimes(ctx, t, affected, main, killed)
+		t.Logf("replica %s killed: its %d workspaces' new objects Ready after p50 %s, max %s (lease %s)",
+			victim, len(affected), took[len(took)/2].Round(10*time.Millisecond), took[len(took)-1].Round(10*time.Millisecond), replicaLeaseDuration)
+		if worst := took[len(took)-1]; worst > failoverLimit {
+			t.Errorf("the last new object was Ready %s after the kill, want within %s", worst, failoverLimit)
+		}
+		for _, tn := range affected {
+			if w := soleWriter(ctx, t, tn, main); w == victim {
+				t.Errorf("%s: new object written by the killed replica", tn.path)
+			} else {
+				owners[tn.lc] = w
+			}
+		}
+	})
+
+	recolor := func(t *testing.T, color string) {
+		eachTenant(t, tenants, func(t *testing.T, tn tenant) {
+			harness.Patch(ctx, t, tn.c, main, func(w *widget.Widget) { w.Spec.Color = color })
+			wantConfigMap(ctx, t, wl, tn.lc, "hello", color)
+		})
+	}
+	t.Run("scaling to one replica and back to three keeps every workspace served", func(t *testing.T) {
+		names := slices.Sorted(maps.Keys(replicas))
+		survivor := names[0]
+		for _, name := range names[1:] {
+			replicas[name].stop(syscall.SIGTERM, 30*time.Second)
+			delete(replicas, name)
+		}
+		wantMetric(ctx, t, replicas[survivor], "serviceprovider_kcp_workspaces_owned", nil, float64(len(tenants)))
+		recolor(t, "yellow")
+		for _, name := range []string{"d", "e"} {
+			start(name)
+		}
+		harness.Eventually(ctx, t, time.Minute, "three replicas each serving a share", func(ctx context.Context) error {
+			total, shares := 0.0, map[string]float64{}
+			for name, r := range replicas {
+				m, err := tryScrape(ctx, r)
+				if err != nil {
+					return err
+				}
+				shares[name] = m.sum("serviceprovider_kcp_workspaces_owned", nil)
+				total += shares[name]
+			}
+			if total != float64(len(tenants)) || slices.Contains(slices.Collect(maps.Values(shares)), 0) {
+				return fmt.Errorf("owned %v", shares)
+			}
+			return nil
+		})
+		recolor(t, "purple")
+		moved := 0.0
+		for _, r := range replicas {
+			moved += scrape(ctx, t, r).sum("serviceprovider_kcp_workspace_ownership_changes_total", labels{"kind": "released"})
+		}
+		if moved == 0 {
+			t.Error("no replica released a workspace to the newcomers")
+		}
+	})
+
+	t.Run("nothing is left behind after deletion", func(t *testing.T) {
+		eachTenant(t, tenants, func(t *testing.T, tn tenant) {
+			harness.DeleteAndWait(ctx, t, tn.c, widgetAt(main))
+			harness.Eventually(ctx, t, time.Minute, "no requests or workload objects of "+tn.lc.String(), func(ctx context.Context) error {
+				if n := platformRequests(ctx, t, pf, tn.lc); n != 0 {
+					return fmt.Errorf("%d platform requests", n)
+				}
+				if n := workloadObjects(ctx, t, wl, tn.lc); n != 0 {
+					return fmt.Errorf("%d workload objects", n)
+				}
+				return nil
+			})
+		})
+	})
+}
+
+// eachTenant runs fn for every tenant at once, each in a subtest.
+func eachTenant(t *testing.T, tenants []tenant, fn func(*testing.T, tenant)) {
+	t.Helper()
+	t.Run("tenants", func(t *testing.T) {
+		for _, tn := range tenants {
+			t.Run(tn.path.Base(), func(t *testing.T) {
+				t.Parallel()
+				fn(t, tn)
+			})
+		}
+	})
+}
+
+// soleWriter returns the replica whose writes the object's managed fields show, and
+// fails the test unless exactly one replica wrote it. A replica's user agent, and so
+// its field manager, is "serviceprovider.<replica>".
+func soleWriter(ctx context.Context, t testing.TB, tn tenant, key client.ObjectKey) string {
+	t.Helper()
+	w := &widget.Widget{}
+	if err := tn.c.Get(ctx, key, w); err != nil {
+		t.Fatal(err)
+	}
+	var writers []string
+	for _, f := range w.ManagedFields {
+		if name, ok := strings.CutPrefix(f.Manager, "serviceprovider."); ok && !slices.Contains(writers, name) {
+			writers = append(writers, name)
+		}
+	}
+	if len(writers) != 1 {
+		t.Errorf("%s: %s written by replicas %v, want exactly one", tn.path, key, writers)
+		return ""
+	}
+	return writers[0]
+}
+
+// wantOwnedMetrics waits until each replica reports owning the workspaces it writes.
+func wantOwnedMetrics(ctx context.Context, t testing.TB, replicas map[string]*replica, perReplica map[string]int) {
+	t.Helper()
+	for name, r := range replicas {
+		wantMetric(ctx, t, r, "serviceprovider_kcp_workspaces_owned", nil, float64(perReplica[name]))
+		wantMetric(ctx, t, r, "serviceprovider_kcp_replicas", nil, float64(len(replicas)))
+	}
+}
+
+// busiest is the replica serving the most workspaces.
+func busiest(owners map[logicalcluster.Name]string) string {
+	count := map[string]int{}
+	for _, o := range owners {
+		count[o]++
+	}
+	best := ""
+	for name, n := range count {
+		if best == "" || n > count[best] || n == count[best] && name < best {
+			best = name
+		}
+	}
+	return best
+}
+
+// readyTimes polls the tenants' objects until all are Ready and returns, sorted, how
+// long after since each was first seen Ready.
+func readyTimes(ctx context.Context, t *testing.T, tenants []tenant, key client.ObjectKey, since time.Time) []time.Duration {
+	t.Helper()
+	var mu sync.Mutex
+	took := map[logicalcluster.Name]time.Duration{}
+	harness.Eventually(ctx, t, 2*time.Minute, "new objects Ready", func(ctx context.Context) error {
+		var wg sync.WaitGroup
+		for _, tn := range tenants {
+			mu.Lock()
+			_, done := took[tn.lc]
+			mu.Unlock()
+			if done {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w := &widget.Widget{}
+				if err := tn.c.Get(ctx, key, w); err != nil {
+					return
+				}
+				if isReady(w) {
+					mu.Lock()
+					took[tn.lc] = time.Since(since)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		if len(took) < len(tenants) {
+			return fmt.Errorf("%d of %d Ready", len(took), len(tenants))
+		}
+		return nil
+	})
+	return slices.Sorted(maps.Values(took))
+}
