@@ -130,6 +130,7 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 	}
 	accessWatch.ReportTo(minters...)
 	objects.OnVirtualWorkspace(accessWatch.VirtualWorkspace)
+	objects.OnVirtualWorkspaceGone(accessWatch.VirtualWorkspaceGone)
 	tenancy := workspaces.NewTenancy[T](workspaces.Options{
 		Minter: minters[0], WorkerMinter: workerMinter, NewList: r.decl.newList, Kind: r.decl.gvk.Kind,
 		Scheme: r.decl.scheme, Tune: opts.tune, RetryInterval: opts.RetryInterval,

@@ -46,21 +46,28 @@ type AccessWatch struct {
 	scheme   *runtime.Scheme
 	selector labels.Selector
 
-	mu      sync.Mutex
-	configs []*rest.Config
-	seen    map[string]bool // virtual workspace hosts
+	mu sync.Mutex
+	// configs are the virtual workspaces to watch, by URL.
+	configs map[string]*rest.Config
 	ctx     context.Context
 	queue   workqueue.TypedRateLimitingInterface[mcreconcile.Request]
 	lister  engine.ClusterLister
-	// informers holds, by watched type, each virtual workspace's informer (Get).
-	informers map[reflect.Type][]toolscache.SharedIndexInformer
+	// watches are the running watches, by virtual workspace URL.
+	watches map[string]*vwWatch
+}
+
+// vwWatch is the watch of one virtual workspace: an informer per watched type (Get
+// reads them) and the stop of its cache.
+type vwWatch struct {
+	informers map[reflect.Type]toolscache.SharedIndexInformer
+	stop      context.CancelFunc
 }
 
 // NewAccessWatch returns an AccessWatch of the objects that carry managedBy; ReportTo
 // names the minters that keep them.
 func NewAccessWatch(scheme *runtime.Scheme, managedBy map[string]string) *AccessWatch {
-	return &AccessWatch{scheme: scheme, selector: labels.SelectorFromSet(managedBy), seen: map[string]bool{},
-		informers: map[reflect.Type][]toolscache.SharedIndexInformer{}}
+	return &AccessWatch{scheme: scheme, selector: labels.SelectorFromSet(managedBy),
+		configs: map[string]*rest.Config{}, watches: map[string]*vwWatch{}}
 }
 
 // ReportTo names the minters whose objects are watched (the provider's credential and,
@@ -79,7 +86,12 @@ func (w *AccessWatch) ReportTo(minters ...*tokens.Minter) {
 // Before the source runs, or while a cache syncs, it cannot tell.
 func (w *AccessWatch) Get(cluster logicalcluster.Name, key client.ObjectKey, obj client.Object) error {
 	w.mu.Lock()
-	infs := w.informers[reflect.TypeOf(obj)]
+	var infs []toolscache.SharedIndexInformer
+	for _, vw := range w.watches {
+		if inf := vw.informers[reflect.TypeOf(obj)]; inf != nil {
+			infs = append(infs, inf)
+		}
+	}
 	n := len(w.configs)
 	w.mu.Unlock()
 	if len(infs) == 0 || len(infs) < n {
@@ -119,15 +131,27 @@ var errNotWatched = errors.New("access watch not synced")
 func (w *AccessWatch) VirtualWorkspace(cfg *rest.Config) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.seen[cfg.Host] {
+	if w.configs[cfg.Host] != nil {
 		return nil
 	}
-	w.seen[cfg.Host] = true
-	w.configs = append(w.configs, cfg)
+	w.configs[cfg.Host] = cfg
 	if w.queue == nil {
 		return nil
 	}
 	return w.watch(cfg)
+}
+
+// VirtualWorkspaceGone is told of a virtual workspace that left the endpoint slice
+// (its shard has no binding left): its watch stops, and a return of the shard starts
+// a new one (VirtualWorkspace).
+func (w *AccessWatch) VirtualWorkspaceGone(url string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.configs, url)
+	if vw := w.watches[url]; vw != nil {
+		vw.stop()
+		delete(w.watches, url)
+	}
 }
 
 // Source returns the controller's source of repair requests; lister lists the
@@ -152,30 +176,35 @@ func (w *AccessWatch) Source(lister engine.ClusterLister) source.TypedSource[mcr
 // watch starts a wildcard cache of the watched types on cfg's virtual workspace; w.mu
 // held.
 func (w *AccessWatch) watch(cfg *rest.Config) error {
-	ctx := w.ctx
+	ctx, stop := context.WithCancel(w.ctx)
 	c, err := mcpcache.NewWildcardCache(cfg, cache.Options{Scheme: w.scheme, DefaultLabelSelector: w.selector})
 	if err != nil {
+		stop()
 		return fmt.Errorf("access watch of %s: %w", cfg.Host, err)
 	}
+	vw := &vwWatch{informers: map[reflect.Type]toolscache.SharedIndexInformer{}, stop: stop}
 	for _, obj := range tokens.WatchedObjects() {
 		inf, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 		if err != nil {
+			stop()
 			return fmt.Errorf("access watch of %T: %w", obj, err)
 		}
 		shared, _, _, err := c.GetSharedInformer(obj)
 		if err != nil {
+			stop()
 			return fmt.Errorf("access watch of %T: %w", obj, err)
 		}
-		t := reflect.TypeOf(obj)
-		w.informers[t] = append(w.informers[t], shared)
+		vw.informers[reflect.TypeOf(obj)] = shared
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    func(o any) { w.changed(o, false) },
 			UpdateFunc: func(_, o any) { w.changed(o, false) },
 			DeleteFunc: func(o any) { w.changed(o, true) },
 		}); err != nil {
+			stop()
 			return fmt.Errorf("access watch of %T: %w", obj, err)
 		}
 	}
+	w.watches[cfg.Host] = vw
 	go func() {
 		if err := c.Start(ctx); err != nil {
 			log.FromContext(ctx).Error(err, "access watch stopped", "virtualWorkspace", cfg.Host)

@@ -3,6 +3,7 @@ package workspaces
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/kcp-dev/logicalcluster/v3"
@@ -45,20 +46,25 @@ type SharedWatch struct {
 	obj     client.Object
 	newList func() client.ObjectList
 
-	mu       sync.Mutex
-	caches   map[mcpcache.WildcardCache]bool // one per virtual workspace shard
+	mu sync.Mutex
+	// caches are the wildcard caches of the virtual workspaces (one per kcp shard
+	// with a binding), by virtual workspace URL.
+	caches   map[string]mcpcache.WildcardCache
 	handlers func(multicluster.ClusterName) handler.TypedEventHandler[client.Object, mcreconcile.Request]
 	queue    workqueue.TypedRateLimitingInterface[mcreconcile.Request]
 	ctx      context.Context
-	stops    []func()
-	// vwHooks are told of each virtual workspace as it is first seen.
-	vwHooks []func(*rest.Config) error
+	// stops remove the shared handler from each cache's informer, by URL.
+	stops map[string]func()
+	// vwHooks are told of each virtual workspace as it is first seen, goneHooks of
+	// each that left the endpoint slice.
+	vwHooks   []func(*rest.Config) error
+	goneHooks []func(url string)
 }
 
 // NewSharedWatch returns a SharedWatch of the Service type of obj, whose lists newList
 // returns.
 func NewSharedWatch(obj client.Object, newList func() client.ObjectList) *SharedWatch {
-	return &SharedWatch{obj: obj, newList: newList, caches: map[mcpcache.WildcardCache]bool{}}
+	return &SharedWatch{obj: obj, newList: newList, caches: map[string]mcpcache.WildcardCache{}, stops: map[string]func(){}}
 }
 
 // NewCluster is kcp's default scoped cluster; it also remembers the wildcard cache
@@ -67,10 +73,14 @@ func NewSharedWatch(obj client.Object, newList func() client.ObjectList) *Shared
 func (w *SharedWatch) NewCluster(cfg *rest.Config, name logicalcluster.Name, wildcard mcpcache.WildcardCache, scheme *runtime.Scheme, recorders mcrecorder.EventRecorderGetter) (*mcpcache.ScopedCluster, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.caches[wildcard] {
-		w.caches[wildcard] = true
+	url := cfg.Host
+	if w.caches[url] != wildcard {
+		// A shard's virtual workspace that left the endpoint slice and came back has
+		// a new cache; the old one stopped with its endpoint.
+		w.forget(url)
+		w.caches[url] = wildcard
 		if w.queue != nil {
-			if err := w.addHandler(wildcard); err != nil {
+			if err := w.addHandler(url, wildcard); err != nil {
 				return nil, err
 			}
 		}
@@ -88,9 +98,17 @@ func (w *SharedWatch) NewCluster(cfg *rest.Config, name logicalcluster.Name, wil
 // apiexport.New sets, plus NewCluster: apiexport.New has no way to pass it.
 func (w *SharedWatch) NewProvider(cfg *rest.Config, endpointSlice string, scheme *runtime.Scheme) (*mcpprovider.Provider, error) {
 	return mcpprovider.NewProvider(cfg, endpointSlice, mcpprovider.Options{
-		Scheme:                       scheme,
-		EndpointSliceObject:          &apisv1alpha1.APIExportEndpointSlice{},
-		ExtractURLsFromEndpointSlice: mcpprovider.DefaultExtractURLsFromEndpointSlice,
+		Scheme:              scheme,
+		EndpointSliceObject: &apisv1alpha1.APIExportEndpointSlice{},
+		// The provider stops the endpoints of shards that left the slice; the shared
+		// watch and its hooks learn it here, from the same list.
+		ExtractURLsFromEndpointSlice: func(obj client.Object) ([]string, error) {
+			urls, err := mcpprovider.DefaultExtractURLsFromEndpointSlice(obj)
+			if err == nil {
+				w.endpoints(urls)
+			}
+			return urls, err
+		},
 		ObjectToWatch:                &apisv1alpha1.APIBinding{},
 		AddFilter:                    mcpprovider.ConditionReadyFunc("Ready"),
 		UpdateFilter:                 mcpprovider.ConditionReadyFunc("Ready"),
@@ -106,6 +124,43 @@ func (w *SharedWatch) OnVirtualWorkspace(hook func(*rest.Config) error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.vwHooks = append(w.vwHooks, hook)
+}
+
+// OnVirtualWorkspaceGone makes the SharedWatch tell hook the URL of each virtual
+// workspace that left the endpoint slice (its shard has no binding left). Call it
+// before the provider starts.
+func (w *SharedWatch) OnVirtualWorkspaceGone(hook func(url string)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.goneHooks = append(w.goneHooks, hook)
+}
+
+// endpoints is told the endpoint slice's URLs on every change of it, and forgets the
+// virtual workspaces no longer among them.
+func (w *SharedWatch) endpoints(urls []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for url := range w.caches {
+		if !slices.Contains(urls, url) {
+			w.forget(url)
+		}
+	}
+}
+
+// forget drops the virtual workspace at url, if known, and tells the gone hooks;
+// w.mu held.
+func (w *SharedWatch) forget(url string) {
+	if _, ok := w.caches[url]; !ok {
+		return
+	}
+	if stop := w.stops[url]; stop != nil {
+		stop()
+	}
+	delete(w.stops, url)
+	delete(w.caches, url)
+	for _, hook := range w.goneHooks {
+		hook(url)
+	}
 }
 
 // Source returns the controller's source of Service object events; handlers returns
@@ -126,8 +181,8 @@ func (w *SharedWatch) start(ctx context.Context, q workqueue.TypedRateLimitingIn
 		return fmt.Errorf("shared watch of %T started twice", w.obj)
 	}
 	w.ctx, w.queue = ctx, q
-	for c := range w.caches {
-		if err := w.addHandler(c); err != nil {
+	for url, c := range w.caches {
+		if err := w.addHandler(url, c); err != nil {
 			return err
 		}
 	}
@@ -137,13 +192,14 @@ func (w *SharedWatch) start(ctx context.Context, q workqueue.TypedRateLimitingIn
 		for _, stop := range w.stops {
 			stop()
 		}
-		w.stops, w.queue = nil, nil
+		w.stops, w.queue = map[string]func(){}, nil
 	})
 	return nil
 }
 
-// addHandler adds the shared handler to the Service type's informer of c; w.mu held.
-func (w *SharedWatch) addHandler(c mcpcache.WildcardCache) error {
+// addHandler adds the shared handler to the Service type's informer of c, the cache of
+// the virtual workspace at url; w.mu held.
+func (w *SharedWatch) addHandler(url string, c mcpcache.WildcardCache) error {
 	inf, err := c.GetInformer(w.ctx, w.obj, cache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("wildcard informer of %T: %w", w.obj, err)
@@ -181,7 +237,7 @@ func (w *SharedWatch) addHandler(c mcpcache.WildcardCache) error {
 	if err != nil {
 		return fmt.Errorf("shared handler of %T: %w", w.obj, err)
 	}
-	w.stops = append(w.stops, func() { _ = inf.RemoveEventHandler(reg) })
+	w.stops[url] = func() { _ = inf.RemoveEventHandler(reg) }
 	return nil
 }
 

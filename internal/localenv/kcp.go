@@ -47,7 +47,8 @@ const (
 	adminGroup = "system:kcp:admin"
 )
 
-// KCP is a running kcp server (one shard, embedded etcd).
+// KCP is a running kcp server: one shard with embedded etcd, or (KCPOptions.Shards)
+// several shards with kcp's cache server and front-proxy.
 type KCP struct {
 	// Log is kcp's log file.
 	Log string
@@ -64,6 +65,8 @@ type KCP struct {
 	args   []string // arguments of the current ports, kept across Restart
 	proc   *Process
 	caData []byte
+	// sharded holds the processes of a sharded kcp; nil for one shard.
+	sharded *sharded
 }
 
 // KCPOptions configure StartKCP.
@@ -71,8 +74,12 @@ type KCPOptions struct {
 	// FeatureGates, e.g. "GlobalServiceAccount=true" (lets a ServiceAccount of one
 	// workspace be named as a user in another).
 	FeatureGates []string
-	// Args are appended to `kcp start`.
+	// Args are appended to `kcp start` (of every shard).
 	Args []string
+	// Shards, when 2 or more, starts a sharded kcp: a root shard and Shards-1 more
+	// (ShardName), kcp's cache server and its front-proxy, which URL and ConfigFor
+	// then reach. Restart is not supported then.
+	Shards int
 }
 
 // StartKCP starts `kcp start` with its root directory in <dir>/kcp, on free ports of
@@ -95,6 +102,12 @@ func (e *Env) StartKCP(ctx context.Context, opts KCPOptions) (*KCP, error) {
 	}
 	// Registered before the start, so a failed or interrupted start is stopped too.
 	e.onStop("kcp", k.Stop)
+	if opts.Shards > 1 {
+		if err := k.startSharded(ctx); err != nil {
+			return nil, fmt.Errorf("starting a sharded kcp: %w", err)
+		}
+		return k, nil
+	}
 	for attempt := 1; ; attempt++ {
 		err := k.startOnFreePorts(ctx)
 		if err == nil {
@@ -274,8 +287,11 @@ func (k *KCP) Stop() error { return k.stopWithin(kcpStopGrace) }
 
 func (k *KCP) stopWithin(grace time.Duration) error {
 	k.mu.Lock()
-	proc := k.proc
+	proc, sharded := k.proc, k.sharded
 	k.mu.Unlock()
+	if sharded != nil {
+		return sharded.stop(func(p *Process) error { return p.Stop(grace) })
+	}
 	if proc == nil {
 		return nil
 	}
@@ -289,6 +305,9 @@ func (k *KCP) stopWithin(grace time.Duration) error {
 // arguments, then waits until it is ready. Clients keep their configs: the address,
 // the serving certificate and the admin token stay the same.
 func (k *KCP) Restart(ctx context.Context) error {
+	if k.sharded != nil {
+		return errors.New("restarting a sharded kcp is not supported")
+	}
 	// kcp holding clients' watches open may outlast a short grace period; being
 	// killed then is a harder stop, still a restart.
 	var killed *KilledError

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kcp-dev/logicalcluster/v3"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,6 +46,9 @@ type PlatformOptions struct {
 	ControlPlanes []types.NamespacedName
 	// KCP starts a kcp server (GlobalServiceAccount on) besides the API servers.
 	KCP bool
+	// KCPShards, with KCP, starts a sharded kcp of that many shards
+	// (KCPOptions.Shards); 0 or 1 is one kcp process.
+	KCPShards int
 	// Provider, with KCP, prepares the provider workspace.
 	Provider *ProviderWorkspace
 	// StandInScheduler has the local platform play the openmcp-operator's scheduler
@@ -133,7 +137,7 @@ func (e *Env) StartPlatform(ctx context.Context, opts PlatformOptions) (*Platfor
 	kcpc := make(chan kcpResult, 1)
 	if opts.KCP {
 		go func() {
-			k, err := e.StartKCP(ctx, KCPOptions{FeatureGates: []string{"GlobalServiceAccount=true"}})
+			k, err := e.StartKCP(ctx, KCPOptions{FeatureGates: []string{"GlobalServiceAccount=true"}, Shards: opts.KCPShards})
 			kcpc <- kcpResult{k, err}
 		}()
 	}
@@ -302,7 +306,20 @@ func (p *Platform) prepareProvider(ctx context.Context, pw ProviderWorkspace) er
 	if pw.TokenTTL == 0 {
 		pw.TokenTTL = 24 * time.Hour
 	}
-	if p.RuntimeKubeconfig, err = ServiceAccountKubeconfig(ctx, admin, pw.ServiceAccount.Namespace, pw.ServiceAccount.Name, pw.TokenTTL); err != nil {
+	if p.KCP.Sharded() {
+		// A shard refuses ServiceAccount tokens of workspaces on other shards (it
+		// looks the account up and does not find it): the runtime, which reaches every
+		// shard's virtual workspace, is a user with a client certificate there,
+		// bound wherever the RBAC file binds the ServiceAccount
+		// (docs/design/sharded-kcp.md).
+		user := "kcp-serviceprovider:" + pw.ServiceAccount.Name
+		if err := bindUserLikeServiceAccount(ctx, provider, pw.ServiceAccount, user); err != nil {
+			return fmt.Errorf("binding %s in %s: %w", user, path, err)
+		}
+		if p.RuntimeKubeconfig, err = p.KCP.ClientCertificateKubeconfig(path.String(), user); err != nil {
+			return err
+		}
+	} else if p.RuntimeKubeconfig, err = ServiceAccountKubeconfig(ctx, admin, pw.ServiceAccount.Namespace, pw.ServiceAccount.Name, pw.TokenTTL); err != nil {
 		return err
 	}
 	if pw.Secret.Name == "" {
@@ -320,6 +337,39 @@ func (p *Platform) prepareProvider(ctx context.Context, pw ProviderWorkspace) er
 		Data:       map[string][]byte{"kubeconfig": p.RuntimeKubeconfig},
 	}); err != nil {
 		return fmt.Errorf("creating Secret %s: %w", pw.Secret, err)
+	}
+	return nil
+}
+
+// bindUserLikeServiceAccount adds user as a subject to every ClusterRoleBinding and
+// RoleBinding of the workspace that binds the ServiceAccount sa.
+func bindUserLikeServiceAccount(ctx context.Context, c client.Client, sa types.NamespacedName, user string) error {
+	crbs, rbs := &rbacv1.ClusterRoleBindingList{}, &rbacv1.RoleBindingList{}
+	if err := c.List(ctx, crbs); err != nil {
+		return err
+	}
+	if err := c.List(ctx, rbs); err != nil {
+		return err
+	}
+	bindsSA := func(s rbacv1.Subject) bool {
+		return s.Kind == rbacv1.ServiceAccountKind && s.Namespace == sa.Namespace && s.Name == sa.Name
+	}
+	userSubject := rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}
+	for i := range crbs.Items {
+		if b := &crbs.Items[i]; slices.ContainsFunc(b.Subjects, bindsSA) {
+			b.Subjects = append(b.Subjects, userSubject)
+			if err := c.Update(ctx, b); err != nil {
+				return err
+			}
+		}
+	}
+	for i := range rbs.Items {
+		if b := &rbs.Items[i]; slices.ContainsFunc(b.Subjects, bindsSA) {
+			b.Subjects = append(b.Subjects, userSubject)
+			if err := c.Update(ctx, b); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

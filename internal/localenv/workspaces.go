@@ -44,6 +44,12 @@ func kcpScheme() *runtime.Scheme {
 // workspace and multicluster-runtime call the cluster. A workspace that exists is
 // waited for, not created again.
 func (k *KCP) CreateWorkspace(ctx context.Context, parent logicalcluster.Path, name string) (logicalcluster.Path, logicalcluster.Name, error) {
+	return k.CreateWorkspaceOn(ctx, parent, name, "")
+}
+
+// CreateWorkspaceOn is CreateWorkspace placing the workspace on the named shard of a
+// sharded kcp (ShardName); "" lets kcp choose.
+func (k *KCP) CreateWorkspaceOn(ctx context.Context, parent logicalcluster.Path, name, shard string) (logicalcluster.Path, logicalcluster.Name, error) {
 	c, err := client.New(k.ConfigFor(parent), client.Options{Scheme: kcpScheme()})
 	if err != nil {
 		return logicalcluster.Path{}, "", fmt.Errorf("client for workspace %s: %w", parent, err)
@@ -51,7 +57,12 @@ func (k *KCP) CreateWorkspace(ctx context.Context, parent logicalcluster.Path, n
 	// Right after kcp reports ready, its admission may not know the root workspace
 	// type yet ("parent type cannot be resolved"): refusals are retried for a while.
 	err = Poll(ctx, time.Minute, "creating workspace "+name+" in "+parent.String(), func(ctx context.Context) error {
-		err := c.Create(ctx, &tenancyv1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		ws := &tenancyv1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if shard != "" {
+			// Each shard labels its Shard object name=<shard name>.
+			ws.Spec.Location = &tenancyv1alpha1.WorkspaceLocation{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"name": shard}}}
+		}
+		err := c.Create(ctx, ws)
 		if apierrors.IsAlreadyExists(err) {
 			return nil
 		}

@@ -93,6 +93,12 @@ func (e *kcpEnv) setConfig(ctx context.Context, t testing.TB, greeting string, k
 // to the widget's declaration (for example its worker's own rights).
 func startKCPEnv(ctx context.Context, t *testing.T, opts builder.Options, declare ...func(*builder.Builder[*widget.Widget])) *kcpEnv {
 	t.Helper()
+	return startKCPEnvOn(ctx, t, 1, opts, declare...)
+}
+
+// startKCPEnvOn is startKCPEnv on a kcp of the given number of shards.
+func startKCPEnvOn(ctx context.Context, t *testing.T, shards int, opts builder.Options, declare ...func(*builder.Builder[*widget.Widget])) *kcpEnv {
+	t.Helper()
 	widgetCRD, configCRD, err := widget.CRDs()
 	if err != nil {
 		t.Fatal(err)
@@ -101,9 +107,10 @@ func startKCPEnv(ctx context.Context, t *testing.T, opts builder.Options, declar
 	// clusters, and the provider workspace with the runtime's identity there (exactly
 	// the shipped RBAC) and its kubeconfig in the Secret spec.kcp names.
 	p := harness.StartPlatform(ctx, t, localenv.PlatformOptions{
-		Clusters: []string{localenv.PurposeWorkload},
-		CRDs:     map[string][]*apiextensionsv1.CustomResourceDefinition{localenv.PurposePlatform: {configCRD}},
-		KCP:      true,
+		Clusters:  []string{localenv.PurposeWorkload},
+		CRDs:      map[string][]*apiextensionsv1.CustomResourceDefinition{localenv.PurposePlatform: {configCRD}},
+		KCP:       true,
+		KCPShards: shards,
 		Provider: &localenv.ProviderWorkspace{
 			Path:           providerWS,
 			RBACFile:       "../../config/kcp/runtime-rbac.yaml",

@@ -35,10 +35,11 @@ const scaleOutTenants = 30
 const failoverLimit = 20 * time.Second
 
 // TestReplicasShareWorkspaces runs kcp mode in three replica processes, as the
-// openmcp-operator's Deployment does with --leader-elect=true, and checks that they
-// share the tenants' workspaces: each served by exactly one replica, a killed
-// replica's workspaces served by the others within the lease, and scaling down to
-// one and back up to three keeps every workspace served.
+// openmcp-operator's Deployment does with --leader-elect=true, against a kcp of two
+// shards with the tenants' workspaces on both, and checks that the replicas share
+// them: each served by exactly one replica, a killed replica's workspaces served by
+// the others within the lease, and scaling down to one and back up to three keeps
+// every workspace served.
 func TestReplicasShareWorkspaces(t *testing.T) {
 	ctx := t.Context()
 	captureLogs(t) // the in-process local platform's log
@@ -47,9 +48,10 @@ func TestReplicasShareWorkspaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := harness.StartPlatform(ctx, t, localenv.PlatformOptions{
-		Clusters: []string{localenv.PurposeWorkload},
-		CRDs:     map[string][]*apiextensionsv1.CustomResourceDefinition{localenv.PurposePlatform: {configCRD}},
-		KCP:      true,
+		Clusters:  []string{localenv.PurposeWorkload},
+		CRDs:      map[string][]*apiextensionsv1.CustomResourceDefinition{localenv.PurposePlatform: {configCRD}},
+		KCP:       true,
+		KCPShards: 2,
 		Provider: &localenv.ProviderWorkspace{
 			Path:           providerWS,
 			RBACFile:       "../../config/kcp/runtime-rbac.yaml",
@@ -82,13 +84,17 @@ func TestReplicasShareWorkspaces(t *testing.T) {
 	tenants := make([]tenant, scaleOutTenants)
 	began := time.Now()
 	for i := range tenants {
-		path, lc := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), fmt.Sprintf("scale-%02d", i))
+		path, lc := k.CreateWorkspaceOn(ctx, t, logicalcluster.NewPath("root"), fmt.Sprintf("scale-%02d", i), localenv.ShardName(i%2))
 		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
 		tenants[i] = tenant{path: path, lc: lc, c: harness.NewClient(t, k.ConfigFor(path), scheme)}
 		newWidget(ctx, t, tenants[i].c, main.Name, "blue")
 	}
 	eachTenant(t, tenants, func(t *testing.T, tn tenant) { waitReady(ctx, t, tn.c, main) })
 	t.Logf("%d tenants Ready %s after the first workspace was created", len(tenants), time.Since(began).Round(100*time.Millisecond))
+
+	if urls := k.VirtualWorkspaceURLs(ctx, t, logicalcluster.NewPath(providerWS), spName); len(urls) != 2 {
+		t.Errorf("the endpoint slice lists %v, want one virtual workspace per shard", urls)
+	}
 
 	owners := map[logicalcluster.Name]string{}
 	t.Run("each workspace is served by exactly one replica, all replicas serve some", func(t *testing.T) {

@@ -181,3 +181,40 @@ func gadgetCRD() *apiextensionsv1.CustomResourceDefinition {
 		},
 	}
 }
+
+// TestShardedKCP starts a kcp of two shards with its cache server and front-proxy,
+// places a workspace on each shard and checks that the front-proxy reaches both
+// while each shard serves only its own.
+func TestShardedKCP(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	kcp := harness.StartKCP(t, harness.WithShards(2))
+	for i, shard := range []string{"root", "shard-1"} {
+		path, lc := kcp.CreateWorkspaceOn(ctx, t, logicalcluster.NewPath("root"), "on-"+shard, shard)
+		// Through the front-proxy, by path.
+		cs, err := kubernetes.NewForConfig(kcp.ConfigFor(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "placed"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("%s through the front-proxy: %v", path, err)
+		}
+		// Directly on its shard, by logical cluster name; the other shard does not
+		// have it.
+		for j := range 2 {
+			direct := kcp.ShardConfig(j)
+			direct.Host += lc.Path().RequestPath()
+			cs, err := kubernetes.NewForConfig(direct)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = cs.CoreV1().ConfigMaps("default").Get(ctx, "placed", metav1.GetOptions{})
+			if j == i && err != nil {
+				t.Errorf("%s on its shard %s: %v", path, shard, err)
+			}
+			if j != i && err == nil {
+				t.Errorf("%s (on %s) is served by shard %d too", path, shard, j)
+			}
+		}
+	}
+}

@@ -97,6 +97,11 @@ func WithKCPArgs(args ...string) KCPOption {
 	return func(o *localenv.KCPOptions) { o.Args = append(o.Args, args...) }
 }
 
+// WithShards starts a sharded kcp of n shards (localenv.KCPOptions.Shards).
+func WithShards(n int) KCPOption {
+	return func(o *localenv.KCPOptions) { o.Shards = n }
+}
+
 // StartKCP starts `kcp start` with its own root directory on free ports of
 // 127.0.0.1 and waits until it is ready. t.Cleanup stops it.
 func StartKCP(t testing.TB, opts ...KCPOption) *KCP {
@@ -136,6 +141,16 @@ func (k *KCP) ClientFor(t testing.TB, path logicalcluster.Path) client.Client {
 func (k *KCP) CreateWorkspace(ctx context.Context, t testing.TB, parent logicalcluster.Path, name string) (logicalcluster.Path, logicalcluster.Name) {
 	t.Helper()
 	path, lc, err := k.KCP.CreateWorkspace(ctx, parent, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, lc
+}
+
+// CreateWorkspaceOn is localenv's KCP.CreateWorkspaceOn, failing the test on error.
+func (k *KCP) CreateWorkspaceOn(ctx context.Context, t testing.TB, parent logicalcluster.Path, name, shard string) (logicalcluster.Path, logicalcluster.Name) {
+	t.Helper()
+	path, lc, err := k.KCP.CreateWorkspaceOn(ctx, parent, name, shard)
 	if err != nil {
 		t.Fatal(err)
 	}
