@@ -109,11 +109,11 @@ func (w *SharedWatch) NewProvider(cfg *rest.Config, endpointSlice string, scheme
 			}
 			return urls, err
 		},
-		ObjectToWatch:                &apisv1alpha1.APIBinding{},
-		AddFilter:                    mcpprovider.ConditionReadyFunc("Ready"),
-		UpdateFilter:                 mcpprovider.ConditionReadyFunc("Ready"),
-		Log:                          ptr.To(log.Log.WithName("kcp-apiexport-cluster-provider")),
-		NewCluster:                   w.NewCluster,
+		ObjectToWatch: &apisv1alpha1.APIBinding{},
+		AddFilter:     mcpprovider.ConditionReadyFunc("Ready"),
+		UpdateFilter:  mcpprovider.ConditionReadyFunc("Ready"),
+		Log:           ptr.To(log.Log.WithName("kcp-apiexport-cluster-provider")),
+		NewCluster:    w.NewCluster,
 	})
 }
 
