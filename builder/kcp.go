@@ -170,11 +170,15 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 }
 
 // replicas builds this replica's share of kcp mode's workspaces. Its Leases are
-// renewed through a client of their own: a renewal queued behind a burst of
-// reconciles would let a fence lapse.
+// renewed through a client of their own, without a client-side rate limit: a renewal
+// queued behind a burst of reconciles, or behind the other fences' renewals (two
+// requests per served workspace every third of the lease duration: 200 a second for
+// 500 workspaces), would let a fence lapse. The lease timing paces them; the platform
+// API server's priority and fairness guards the server.
 func (r *Runtime[T]) replicas(opts Options) (*sharding.Replicas, error) {
 	cfg := rest.CopyConfig(opts.Platform)
 	opts.tune(cfg)
+	cfg.QPS = -1
 	c, err := client.New(cfg, client.Options{Scheme: r.decl.scheme})
 	if err != nil {
 		return nil, fmt.Errorf("lease client: %w", err)

@@ -103,10 +103,19 @@ func (e *Env) StartKCP(ctx context.Context, opts KCPOptions) (*KCP, error) {
 	// Registered before the start, so a failed or interrupted start is stopped too.
 	e.onStop("kcp", k.Stop)
 	if opts.Shards > 1 {
-		if err := k.startSharded(ctx); err != nil {
+		for attempt := 1; ; attempt++ {
+			err := k.startSharded(ctx)
+			if err == nil {
+				return k, nil
+			}
+			if attempt < kcpStartAttempts && k.shardedPortTaken() {
+				if rerr := k.resetSharded(); rerr != nil {
+					return nil, fmt.Errorf("starting a sharded kcp: %w (and clearing for another attempt: %v)", err, rerr)
+				}
+				continue
+			}
 			return nil, fmt.Errorf("starting a sharded kcp: %w", err)
 		}
-		return k, nil
 	}
 	for attempt := 1; ; attempt++ {
 		err := k.startOnFreePorts(ctx)

@@ -11,7 +11,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -280,23 +282,63 @@ func (k *KCP) startPart(ctx context.Context, name, binary, dir string, args []st
 		cfg.TLSClientConfig = rest.TLSClientConfig{CAData: k.caData}
 	}
 	var last string
-	err = Poll(ctx, kcpStartTimeout, name+" ready", func(ctx context.Context) error {
+	err = wait.PollUntilContextTimeout(ctx, PollInterval, kcpStartTimeout, true, func(ctx context.Context) (bool, error) {
 		if proc.Exited() {
-			return fmt.Errorf("%s exited: %w", name, proc.Ended())
+			return false, fmt.Errorf("%s exited: %w", name, proc.Ended())
 		}
 		status, err := get(ctx, cfg, path)
-		if err != nil {
+		switch {
+		case err != nil:
 			last = err.Error()
-			return err
-		}
-		if status != http.StatusOK {
+		case status != http.StatusOK:
 			last = fmt.Sprintf("%s answered %d", path, status)
-			return fmt.Errorf("%s", last)
 		}
-		return nil
+		return err == nil && status == http.StatusOK, nil
 	})
 	if err != nil {
-		return fmt.Errorf("%s (last: %s): %w\n%s", name, last, err, LogTail(proc.Log, 20))
+		return fmt.Errorf("%s not ready within %s (last: %s): %w\n%s", name, kcpStartTimeout, last, err, LogTail(proc.Log, 20))
+	}
+	return nil
+}
+
+// shardedPortTaken reports whether a part of the sharded kcp could not bind a port
+// (another process took it between FreePorts and the bind).
+func (k *KCP) shardedPortTaken() bool {
+	k.mu.Lock()
+	s := k.sharded
+	k.mu.Unlock()
+	if s == nil {
+		return false
+	}
+	for _, p := range s.procs {
+		if data, err := os.ReadFile(p.Log); err == nil && strings.Contains(string(data), "address already in use") {
+			return true
+		}
+	}
+	return false
+}
+
+// resetSharded stops what a failed start of a sharded kcp started and removes its
+// files, for another attempt on other ports.
+func (k *KCP) resetSharded() error {
+	if err := k.stopWithin(5 * time.Second); err != nil {
+		var killed *KilledError
+		if !errors.As(err, &killed) {
+			return err
+		}
+	}
+	k.mu.Lock()
+	k.sharded = nil
+	k.mu.Unlock()
+	for _, dir := range []string{"pki", "cache", "front-proxy"} {
+		if err := os.RemoveAll(filepath.Join(k.dir, dir)); err != nil {
+			return err
+		}
+	}
+	for i := range k.opts.Shards {
+		if err := os.RemoveAll(filepath.Join(k.dir, ShardName(i))); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -45,8 +45,8 @@ type snapshotJSON struct {
 
 // runtimeChildMain is the runtime's process: the same builder call as a provider's
 // main, its requests counted, and an HTTP endpoint on loopback answering the benchmark:
-// /counts (the request counts so far), /active (200 once kcp mode serves) and /heap (Go
-// heap in use after a GC, MiB).
+// /counts (the request counts so far), /active (200 once kcp mode serves), /metric?name=
+// (a gauge of the runtime's) and /heap (Go heap in use after a GC, MiB).
 func runtimeChildMain(args []string) error {
 	fs := flag.NewFlagSet(runtimeChildArg, flag.ContinueOnError)
 	kubeconfig := fs.String("platform-kubeconfig", "", "kubeconfig file of the platform cluster")
@@ -55,6 +55,7 @@ func runtimeChildMain(args []string) error {
 	qps := fs.Float64("qps", 50, "client QPS")
 	burst := fs.Int("burst", 100, "client burst")
 	retry := fs.Duration("retry", time.Second, "access retry interval")
+	replica := fs.String("replica", "", "the replica's identity; with it, kcp mode shares the workspaces with the other replicas (--leader-elect)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -96,6 +97,9 @@ func runtimeChildMain(args []string) error {
 	// go tool pprof http://<addr>/debug/pprof/heap (the address is in -addr-file).
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/metric", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = fmt.Fprintf(w, "%d", gauge(r.URL.Query().Get("name")))
+	})
 	mux.HandleFunc("/heap", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = fmt.Fprintf(w, "%f", heapMiB())
 	})
@@ -113,6 +117,9 @@ func runtimeChildMain(args []string) error {
 		Platform: platform, Namespace: "default", RetryInterval: *retry,
 		MaxConcurrentReconciles: *conc, ClientQPS: float32(*qps), ClientBurst: *burst,
 		WrapTransport: cnt.wrap,
+		// Several replicas as the operator runs them: --leader-elect with the default
+		// lease timings.
+		LeaderElection: *replica != "", Replica: *replica,
 	})
 }
 
@@ -125,16 +132,20 @@ type runtimeProcess struct {
 
 // startRuntimeProcess starts the runtime in its own process against the platform
 // cluster of platformKubeconfig and waits until its endpoint answers.
-func startRuntimeProcess(ctx context.Context, env *localenv.Env, platformKubeconfig []byte, opts benchOptions) (*runtimeProcess, error) {
-	kc, err := env.WriteFile("runtime/platform.kubeconfig", platformKubeconfig)
+func startRuntimeProcess(ctx context.Context, env *localenv.Env, name string, platformKubeconfig []byte, opts benchOptions, replica bool) (*runtimeProcess, error) {
+	kc, err := env.WriteFile(name+"/platform.kubeconfig", platformKubeconfig)
 	if err != nil {
 		return nil, err
 	}
-	addrFile := filepath.Join(env.Dir, "runtime", "addr")
-	child, err := env.StartProcess("runtime", os.Args[0], []string{runtimeChildArg,
+	addrFile := filepath.Join(env.Dir, name, "addr")
+	args := []string{runtimeChildArg,
 		"-platform-kubeconfig", kc, "-addr-file", addrFile,
 		"-concurrency", strconv.Itoa(opts.concurrency), "-qps", fmt.Sprint(opts.qps),
-		"-burst", strconv.Itoa(opts.burst), "-retry", opts.retry.String()}, nil, 30*time.Second)
+		"-burst", strconv.Itoa(opts.burst), "-retry", opts.retry.String()}
+	if replica {
+		args = append(args, "-replica", name)
+	}
+	child, err := env.StartProcess(name, os.Args[0], args, nil, 30*time.Second)
 	if err != nil {
 		return nil, err
 	}
@@ -234,6 +245,38 @@ func (p *runtimeProcess) saveProfiles(name string) {
 
 // pid names the process for rss and resetPeakRSS.
 func (p *runtimeProcess) pid() string { return strconv.Itoa(p.child.Pid()) }
+
+// owned is how many workspaces the runtime serves.
+func (p *runtimeProcess) owned() int { return p.metric("serviceprovider_kcp_workspaces_owned") }
+
+// metric is the value of the runtime's gauge name; -1 when unreadable.
+func (p *runtimeProcess) metric(name string) int {
+	resp, err := p.get("/metric?name=" + name)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	v := -1
+	_, _ = fmt.Fscan(resp.Body, &v)
+	return v
+}
+
+// gauge is the sum of the runtime's own metric name.
+func gauge(name string) int {
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		return 0
+	}
+	n := 0.0
+	for _, f := range families {
+		if f.GetName() == name {
+			for _, m := range f.GetMetric() {
+				n += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return int(n)
+}
 
 // serviceReconciles is how many reconciles of Widgets kcp mode's controller has run,
 // from controller-runtime's own metric (controller_runtime_reconcile_total).

@@ -85,22 +85,8 @@ type readyWatcher struct {
 
 // watchReady lists and watches Widgets with cfg (a cluster, or a kcp virtual
 // workspace at /clusters/*), keying them by kcp cluster annotation and name.
-func watchReady(ctx context.Context, cfg *rest.Config) (*readyWatcher, error) {
-	dyn, err := dynamic.NewForConfig(fast(cfg))
-	if err != nil {
-		return nil, err
-	}
-	ri := dyn.Resource(widget.GroupVersion.WithResource("widgets"))
-	lw := &toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return ri.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return ri.Watch(ctx, o)
-		},
-	}
+func watchReady(ctx context.Context, cfgs ...*rest.Config) (*readyWatcher, error) {
 	w := &readyWatcher{ready: map[string]time.Time{}, n: make(chan struct{}, 1)}
-	inf := toolscache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
 	handle := func(obj any) {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok || !isReady(u) {
@@ -117,15 +103,32 @@ func watchReady(ctx context.Context, cfg *rest.Config) (*readyWatcher, error) {
 		default:
 		}
 	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    handle,
-		UpdateFunc: func(_, o any) { handle(o) },
-	}); err != nil {
-		return nil, err
-	}
-	go inf.RunWithContext(ctx)
-	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		return nil, fmt.Errorf("ready watcher did not sync")
+	// One informer per config: a kcp of several shards has a virtual workspace each.
+	for _, cfg := range cfgs {
+		dyn, err := dynamic.NewForConfig(fast(cfg))
+		if err != nil {
+			return nil, err
+		}
+		ri := dyn.Resource(widget.GroupVersion.WithResource("widgets"))
+		lw := &toolscache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return ri.List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return ri.Watch(ctx, o)
+			},
+		}
+		inf := toolscache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, toolscache.Indexers{})
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    handle,
+			UpdateFunc: func(_, o any) { handle(o) },
+		}); err != nil {
+			return nil, err
+		}
+		go inf.RunWithContext(ctx)
+		if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return nil, fmt.Errorf("ready watcher did not sync")
+		}
 	}
 	return w, nil
 }
@@ -143,6 +146,16 @@ func isReady(u *unstructured.Unstructured) bool {
 		}
 	}
 	return false
+}
+
+// forget drops the Ready times of keys: each counts again when it is next seen Ready
+// (status caught up with its generation).
+func (w *readyWatcher) forget(keys []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, k := range keys {
+		delete(w.ready, k)
+	}
 }
 
 // waitAll waits until n objects are Ready and returns their Ready times by key.

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kcp-dev/logicalcluster/v3"
@@ -82,7 +83,11 @@ type kcpEnv struct {
 	surface    apiexport.Provisionable
 	tenants    []tenant
 	vwURL      string
-	operator   *localenv.Operator // nil with the stand-in scheduler
+	// vwURLs are the virtual workspaces of every shard with a binding.
+	vwURLs   []string
+	shards   int
+	placed   atomic.Int64       // tenants placed so far, for the next one's shard
+	operator *localenv.Operator // nil with the stand-in scheduler
 }
 
 type tenant struct {
@@ -98,7 +103,7 @@ func runKCP(ctx context.Context, env *localenv.Env, n int, opts benchOptions) (*
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	res := &kcpResult{n: n}
-	e, err := startKCPEnv(ctx, env, opts.standIn)
+	e, err := startKCPEnv(ctx, env, opts.standIn, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -122,8 +127,10 @@ func runKCP(ctx context.Context, env *localenv.Env, n int, opts benchOptions) (*
 	return res, nil
 }
 
-func startKCPEnv(ctx context.Context, env *localenv.Env, standIn bool) (*kcpEnv, error) {
-	e := &kcpEnv{env: env}
+// startKCPEnv starts the local platform with a kcp of the given number of shards
+// (tenants are then spread over them) and provisions the export.
+func startKCPEnv(ctx context.Context, env *localenv.Env, standIn bool, shards int) (*kcpEnv, error) {
+	e := &kcpEnv{env: env, shards: shards}
 	widgetCRD, configCRD, err := widget.CRDs()
 	if err != nil {
 		return nil, err
@@ -136,7 +143,7 @@ func startKCPEnv(ctx context.Context, env *localenv.Env, standIn bool) (*kcpEnv,
 		StandInScheduler: standIn,
 		// The local platform must never be what the runtime waits for.
 		ClientQPS: 1000, ClientBurst: 2000,
-		KCP: true,
+		KCP: true, KCPShards: shards,
 		Provider: &localenv.ProviderWorkspace{
 			Path:           providerWS,
 			RBACFile:       filepath.Join(repoRoot(), "config/kcp/runtime-rbac.yaml"),
@@ -196,14 +203,19 @@ func (e *kcpEnv) createTenants(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	e.vwURL = urls[0]
+	e.vwURL, e.vwURLs = urls[0], urls
 	return nil
 }
 
 // createTenant creates a workspace under root and binds the export there with the
 // claims the runtime asks for accepted.
 func (e *kcpEnv) createTenant(ctx context.Context, name string) (tenant, error) {
-	path, lc, err := e.k.CreateWorkspace(ctx, logicalcluster.NewPath("root"), name)
+	shard := ""
+	if e.shards > 1 {
+		// Spread evenly: kcp's own choice is random.
+		shard = localenv.ShardName(int(e.placed.Add(1)) % e.shards)
+	}
+	path, lc, err := e.k.CreateWorkspaceOn(ctx, logicalcluster.NewPath("root"), name, shard)
 	if err != nil {
 		return tenant{}, err
 	}
@@ -534,7 +546,7 @@ func (e *kcpEnv) runtime(ctx context.Context, opts benchOptions) (phase, error) 
 	if err != nil {
 		return p, err
 	}
-	rt, err := startRuntimeProcess(ctx, e.env, e.platform.Kubeconfig(), opts)
+	rt, err := startRuntimeProcess(ctx, e.env, "runtime", e.platform.Kubeconfig(), opts, false)
 	if err != nil {
 		return p, err
 	}

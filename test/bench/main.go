@@ -56,6 +56,7 @@ func main() {
 	platformSizes := flag.String("platform-sizes", "1,100", "objects per mode for the comparison of the real openmcp-operator with the stand-in scheduler; empty skips it")
 	alone := flag.String("operator-alone-sizes", "", "request counts for the real openmcp-operator's own throughput with no runtime; empty skips it")
 	newcomers := flag.Int("newcomers", 20, "kcp mode: tenants bound one at a time after the steady state, each timed from its object's creation to Ready")
+	replicaSizes := flag.String("replica-sizes", "", "kcp mode on a kcp of two shards, served by 1 and by 2 replicas: tenant workspace counts; empty skips it")
 	verbose := flag.Bool("v", false, "log the runtimes and the local platform")
 	flag.Parse()
 
@@ -156,6 +157,28 @@ func main() {
 			logf("operator alone n=%d: ClusterRequests %s, AccessRequests by request %s, by cluster %s", n,
 				r.clusterRequests.Round(time.Millisecond), r.byRequest.Round(time.Millisecond), r.byCluster.Round(time.Millisecond))
 			rep.alone = append(rep.alone, r)
+		}
+	}
+	if *replicaSizes != "" {
+		rs, err := parseSizes(*replicaSizes)
+		if err != nil {
+			fatalf("-replica-sizes: %v", err)
+		}
+		for _, n := range rs {
+			for _, replicas := range []int{1, 2} {
+				var r replicaRun
+				err := run(assets, fmt.Sprintf("replicas-%d-%d", n, replicas), func(env *localenv.Env) error {
+					var err error
+					r, err = runReplicas(ctx, env, n, replicas, opts)
+					return err
+				})
+				if err != nil {
+					logf("replicas n=%d r=%d failed: %v", n, replicas, err)
+					rep.failures = append(rep.failures, fmt.Sprintf("kcp mode, %d workspaces, %d replicas: %v", n, replicas, err))
+					continue
+				}
+				rep.replicas = append(rep.replicas, r)
+			}
 		}
 	}
 	rep.finished = time.Now()

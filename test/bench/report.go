@@ -20,6 +20,7 @@ type report struct {
 	std               []stdPair
 	platform          []platformRow
 	alone             []operatorAlone
+	replicas          []replicaRun
 	failures          []string
 }
 
@@ -106,6 +107,7 @@ func (r *report) markdown() string {
 	if len(r.alone) > 0 {
 		r.aloneSection(w)
 	}
+	r.replicaSection(w)
 	if len(r.kcp) > 0 || len(r.std) > 0 {
 		r.targets(w)
 	}

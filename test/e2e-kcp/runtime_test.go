@@ -96,17 +96,12 @@ func startKCPEnv(ctx context.Context, t *testing.T, opts builder.Options, declar
 	return startKCPEnvOn(ctx, t, 1, opts, declare...)
 }
 
-// startKCPEnvOn is startKCPEnv on a kcp of the given number of shards.
-func startKCPEnvOn(ctx context.Context, t *testing.T, shards int, opts builder.Options, declare ...func(*builder.Builder[*widget.Widget])) *kcpEnv {
-	t.Helper()
-	widgetCRD, configCRD, err := widget.CRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// kcp, the platform and workload clusters, the local platform granting workload
-	// clusters, and the provider workspace with the runtime's identity there (exactly
-	// the shipped RBAC) and its kubeconfig in the Secret spec.kcp names.
-	p := harness.StartPlatform(ctx, t, localenv.PlatformOptions{
+// widgetPlatform is kcp (of the given number of shards), the platform and workload
+// clusters, the local platform granting workload clusters, and the provider workspace
+// with the runtime's identity there (exactly the shipped RBAC) and its kubeconfig in
+// the Secret spec.kcp names.
+func widgetPlatform(configCRD *apiextensionsv1.CustomResourceDefinition, shards int) localenv.PlatformOptions {
+	return localenv.PlatformOptions{
 		Clusters:  []string{localenv.PurposeWorkload},
 		CRDs:      map[string][]*apiextensionsv1.CustomResourceDefinition{localenv.PurposePlatform: {configCRD}},
 		KCP:       true,
@@ -117,7 +112,17 @@ func startKCPEnvOn(ctx context.Context, t *testing.T, shards int, opts builder.O
 			ServiceAccount: types.NamespacedName{Namespace: "kcp-serviceprovider", Name: "runtime"},
 			Secret:         types.NamespacedName{Namespace: kcpSecretNS, Name: kcpSecretName},
 		},
-	})
+	}
+}
+
+// startKCPEnvOn is startKCPEnv on a kcp of the given number of shards.
+func startKCPEnvOn(ctx context.Context, t *testing.T, shards int, opts builder.Options, declare ...func(*builder.Builder[*widget.Widget])) *kcpEnv {
+	t.Helper()
+	widgetCRD, configCRD, err := widget.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := harness.StartPlatform(ctx, t, widgetPlatform(configCRD, shards))
 	scheme := spScheme(t)
 	e := &kcpEnv{k: p.KCP, platform: p.Platform, workload: p.Workload, scheme: scheme,
 		pf: harness.NewClient(t, p.Platform.Config, scheme), wl: harness.NewClient(t, p.Workload.Config, scheme)}

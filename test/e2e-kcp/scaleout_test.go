@@ -15,8 +15,6 @@ import (
 
 	"github.com/kcp-dev/logicalcluster/v3"
 	eventsv1 "k8s.io/api/events/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
@@ -47,18 +45,7 @@ func TestReplicasShareWorkspaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := harness.StartPlatform(ctx, t, localenv.PlatformOptions{
-		Clusters:  []string{localenv.PurposeWorkload},
-		CRDs:      map[string][]*apiextensionsv1.CustomResourceDefinition{localenv.PurposePlatform: {configCRD}},
-		KCP:       true,
-		KCPShards: 2,
-		Provider: &localenv.ProviderWorkspace{
-			Path:           providerWS,
-			RBACFile:       "../../config/kcp/runtime-rbac.yaml",
-			ServiceAccount: types.NamespacedName{Namespace: "kcp-serviceprovider", Name: "runtime"},
-			Secret:         types.NamespacedName{Namespace: kcpSecretNS, Name: kcpSecretName},
-		},
-	})
+	p := harness.StartPlatform(ctx, t, widgetPlatform(configCRD, 2))
 	k, scheme := p.KCP, spScheme(t)
 	pf, wl := harness.NewClient(t, p.Platform.Config, scheme), harness.NewClient(t, p.Workload.Config, scheme)
 	platformKubeconfig := filepath.Join(t.TempDir(), "platform.kubeconfig")

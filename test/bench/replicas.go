@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+)
+
+// replicaShards is the number of kcp shards of the replica runs.
+const replicaShards = 2
+
+// settleTime is how long the replicas' shares must stay the same to count as
+// settled: three of the runtime's default decision ticks (2 s).
+const settleTime = 6 * time.Second
+
+// replicaRun is kcp mode served by some replicas on a sharded kcp.
+type replicaRun struct {
+	n, replicas int
+	// allReady: first creation to last Ready.
+	allReady time.Duration
+	// rssPeak is each replica's peak RSS (MiB) while the objects became Ready.
+	rssPeak []float64
+	// owned is each replica's share of the workspaces.
+	owned []int
+	// failover: after the SIGKILL of the replica serving the most workspaces, kill to
+	// Ready of each of its objects, changed right after the kill; sorted. Empty with
+	// one replica.
+	failover []time.Duration
+}
+
+// runReplicas measures kcp mode with n tenant workspaces over a kcp of two shards,
+// served by the given number of runtime processes, each started as the operator
+// starts a provider's replicas (--leader-elect, default lease timings).
+func runReplicas(ctx context.Context, env *localenv.Env, n, replicas int, opts benchOptions) (replicaRun, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	res := replicaRun{n: n, replicas: replicas}
+	e, err := startKCPEnv(ctx, env, false, replicaShards)
+	if err != nil {
+		return res, err
+	}
+	if err := e.createTenants(ctx, n); err != nil {
+		return res, err
+	}
+	logf("replicas n=%d r=%d: %d workspaces bound over %d shards (%d virtual workspaces)", n, replicas, n, replicaShards, len(e.vwURLs))
+	// The watcher reads every shard's virtual workspace as the runtime's identity
+	// (a client certificate on a sharded kcp: docs/design/sharded-kcp.md).
+	identity, err := clientcmd.RESTConfigFromKubeConfig(e.kubeconfig)
+	if err != nil {
+		return res, err
+	}
+	watchAll := func() (*readyWatcher, error) {
+		cfgs := make([]*rest.Config, 0, len(e.vwURLs))
+		for _, url := range e.vwURLs {
+			cfg := rest.CopyConfig(identity)
+			cfg.Host = url + "/clusters/*"
+			cfgs = append(cfgs, cfg)
+		}
+		return watchReady(ctx, cfgs...)
+	}
+	watcher, err := watchAll()
+	if err != nil {
+		return res, err
+	}
+
+	var rts []*runtimeProcess
+	for i := range replicas {
+		rt, err := startRuntimeProcess(ctx, e.env, fmt.Sprintf("replica-%d", i), e.platform.Kubeconfig(), opts, true)
+		if err != nil {
+			return res, err
+		}
+		rts = append(rts, rt)
+	}
+	if err := e.pf.Create(ctx, &widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: providerName}, Spec: widget.WidgetConfigSpec{
+		Greeting: "hello",
+		KCP:      &v1alpha1.KCP{ProviderWorkspace: providerWS, KubeconfigSecret: v1alpha1.SecretReference{Name: kcpSecretName, Namespace: kcpSecretNS}},
+	}}); err != nil {
+		return res, err
+	}
+	// Every workspace engaged in exactly one replica before the objects come, and the
+	// shares settled: every replica sees the others and no workspace moved for a few
+	// decision ticks (a replica that starts alone takes what it can until it sees the
+	// others).
+	var shares string
+	settled := time.Now()
+	err = localenv.Poll(ctx, 5*time.Minute, "workspaces shared out", func(context.Context) error {
+		var owned []int
+		for _, rt := range rts {
+			if err := rt.active(); err != nil {
+				return err
+			}
+			if seen := rt.metric("serviceprovider_kcp_replicas"); seen != replicas {
+				return fmt.Errorf("a replica sees %d replicas", seen)
+			}
+			owned = append(owned, rt.owned())
+		}
+		if now := fmt.Sprint(owned); now != shares {
+			shares, settled = now, time.Now()
+		}
+		if total := sum(owned); total != n || slices.Contains(owned, 0) {
+			return fmt.Errorf("shares %v of %d workspaces", owned, n)
+		}
+		if time.Since(settled) < settleTime {
+			return fmt.Errorf("shares %v for %s", owned, time.Since(settled).Round(time.Second))
+		}
+		return nil
+	})
+	if err != nil {
+		return res, err
+	}
+	for _, rt := range rts {
+		resetPeakRSS(rt.pid())
+		res.owned = append(res.owned, rt.owned())
+	}
+
+	start := time.Now()
+	if _, err := e.createWidgets(ctx, "main"); err != nil {
+		return res, err
+	}
+	ready, err := watcher.waitAll(ctx, n, convergeTimeout(n))
+	if err != nil {
+		return res, err
+	}
+	res.allReady = lastOf(ready).Sub(start)
+	for _, rt := range rts {
+		_, peak := rss(rt.pid())
+		res.rssPeak = append(res.rssPeak, peak)
+	}
+	logf("replicas n=%d r=%d: all Ready %s, peak RSS %v MiB, shares %v", n, replicas, res.allReady.Round(time.Millisecond), res.rssPeak, res.owned)
+	if replicas < 2 {
+		return res, nil
+	}
+	res.failover, err = e.failover(ctx, rts, watcher)
+	return res, err
+}
+
+// failover SIGKILLs the replica serving the most workspaces, changes the object of
+// each of its workspaces at once, and returns, sorted, kill to Ready of each.
+func (e *kcpEnv) failover(ctx context.Context, rts []*runtimeProcess, watcher *readyWatcher) ([]time.Duration, error) {
+	victim := rts[0]
+	for _, rt := range rts[1:] {
+		if rt.owned() > victim.owned() {
+			victim = rt
+		}
+	}
+	// Its workspaces: those whose object it wrote (field manager
+	// "serviceprovider.<replica>").
+	manager := "serviceprovider." + victim.child.Name
+	var mu sync.Mutex
+	var affected []tenant
+	err := parallel(len(e.tenants), 4*concurrency, func(i int) error {
+		w := &widget.Widget{}
+		if err := e.tenants[i].c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "main"}, w); err != nil {
+			return err
+		}
+		if slices.ContainsFunc(w.ManagedFields, func(f metav1.ManagedFieldsEntry) bool { return f.Manager == manager }) {
+			mu.Lock()
+			affected = append(affected, e.tenants[i])
+			mu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(affected) == 0 {
+		return nil, fmt.Errorf("no object written by %s", manager)
+	}
+	keys := make([]string, len(affected))
+	for i, tn := range affected {
+		keys[i] = tn.lc.String() + "/default/main"
+	}
+	// Each affected object counts again once its status caught up with the change.
+	watcher.forget(keys)
+	if err := victim.child.Kill(); err != nil {
+		return nil, fmt.Errorf("killing %s: %w", victim.child.Name, err)
+	}
+	killed := time.Now()
+	err = parallel(len(affected), 4*concurrency, func(i int) error {
+		tn := affected[i]
+		w := &widget.Widget{}
+		if err := tn.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "main"}, w); err != nil {
+			return err
+		}
+		w.Spec.Color = "green"
+		return tn.c.Update(ctx, w)
+	})
+	if err != nil {
+		return nil, err
+	}
+	ready, err := watcher.waitAll(ctx, len(e.tenants), 5*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	var took []time.Duration
+	for _, k := range keys {
+		took = append(took, ready[k].Sub(killed))
+	}
+	slices.Sort(took)
+	logf("  failover of %d workspaces: p50 %s, max %s", len(took), percentile(took, 0.5).Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
+	return took, nil
+}
+
+// replicaSection writes the replica runs.
+func (r *report) replicaSection(w func(string, ...any)) {
+	if len(r.replicas) == 0 {
+		return
+	}
+	w("## kcp mode across replicas, on a kcp of %d shards", replicaShards)
+	w("")
+	w("Tenant workspaces spread evenly over the shards, served by one runtime process and by two (each `--leader-elect`, default lease timings: 15 s, renewals every 5 s, decisions every 2 s; docs/design/replicas.md), in the same run on the same machine, each on a fresh platform with the real openmcp-operator. *All Ready*: first object created to last Ready. *Peak RSS*: each replica's while the objects became Ready. *Failover*: the replica serving the most workspaces is killed with SIGKILL and the object of each of its workspaces changed at once; kill to Ready (status caught up with the change) of each.")
+	w("")
+	w("| workspaces | replicas | shares | all Ready | vs 1 replica | peak RSS per replica (MiB) | largest vs 1 replica | failover p50 | failover max |")
+	w("|---|---|---|---|---|---|---|---|---|")
+	base := map[int]replicaRun{}
+	for _, run := range r.replicas {
+		if run.replicas == 1 {
+			base[run.n] = run
+		}
+	}
+	for _, run := range r.replicas {
+		b, ok := base[run.n]
+		vsReady, vsRSS := "", ""
+		if ok && run.replicas > 1 {
+			vsReady = ratio(run.allReady.Seconds(), b.allReady.Seconds())
+			vsRSS = ratio(slices.Max(run.rssPeak), slices.Max(b.rssPeak))
+		}
+		rssList := make([]string, len(run.rssPeak))
+		for i, v := range run.rssPeak {
+			rssList[i] = fmt.Sprintf("%.0f", v)
+		}
+		p50, worst := "", ""
+		if len(run.failover) > 0 {
+			p50, worst = secs(percentile(run.failover, 0.5)), secs(run.failover[len(run.failover)-1])
+		}
+		w("| %d | %d | %v | %s | %s | %s | %s | %s | %s |", run.n, run.replicas, run.owned, secs(run.allReady), vsReady,
+			strings.Join(rssList, ", "), vsRSS, p50, worst)
+	}
+	w("")
+	w("Target (issue 18): at 2 replicas the largest replica's peak RSS at most 0.6x the single replica's; failover within the lease duration plus one decision. All Ready here is set by the real operator's scheduler (kcp section above), so the two runs compare the runtime's share of it only.")
+	w("")
+}
+
+func sum(xs []int) int {
+	t := 0
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}
