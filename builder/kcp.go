@@ -48,7 +48,7 @@ func (r *Runtime[T]) kcpSupervisor(opts Options) (*kcpmode.Supervisor, error) {
 	return kcpmode.New(kcpmode.Options{
 		Name: r.decl.name, Scheme: r.decl.scheme, NewProviderConfig: r.decl.newProviderConfig,
 		Surface: r.decl.kcp, Platform: platform, PlatformConfig: platformCfg, Tune: opts.tune,
-		EventSource: eventSource(r.decl.name),
+		EventSource: eventSource(r.decl.name), Replica: opts.Replica,
 		NewManager: func(_ context.Context, c kcpmode.Connection) (mcmanager.Manager, error) {
 			return r.kcpManager(opts, c)
 		},
@@ -133,7 +133,7 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 	objects.OnVirtualWorkspaceGone(accessWatch.VirtualWorkspaceGone)
 	tenancy := workspaces.NewTenancy[T](workspaces.Options{
 		Minter: minters[0], WorkerMinter: workerMinter, NewList: r.decl.newList, Kind: r.decl.gvk.Kind,
-		Scheme: r.decl.scheme, Tune: opts.tune, RetryInterval: opts.RetryInterval,
+		Scheme: r.decl.scheme, Tune: opts.tune, RetryInterval: opts.RetryInterval, FieldOwner: fieldOwner(opts.Replica),
 	})
 	e, err := engine.Register(mgr, r.engineOptions(mgr, tenancy, workspaces.Labels, opts), engine.Setup{
 		Name:                    r.decl.name + "-kcp",

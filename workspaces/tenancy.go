@@ -54,6 +54,10 @@ type Options struct {
 	Tune func(*rest.Config)
 	// RetryInterval after a missing permission claim.
 	RetryInterval time.Duration
+	// FieldOwner, if set, is the field manager of the Minter's writes in the
+	// workspace (the virtual workspace replaces the user agent the API server would
+	// take it from).
+	FieldOwner string
 }
 
 // Tenancy is kcp mode for the engine.
@@ -278,6 +282,9 @@ func (t *Tenancy[T]) directClient(tg engine.Target[T]) (client.Client, error) {
 	c, err := engine.DirectClient(tg.Cluster, t.opts.Scheme)
 	if err != nil {
 		return nil, fmt.Errorf("virtual workspace client for %s: %w", lc, err)
+	}
+	if t.opts.FieldOwner != "" {
+		c = client.WithFieldOwner(c, t.opts.FieldOwner)
 	}
 	t.direct[lc] = c
 	return c, nil

@@ -49,8 +49,9 @@ type Options struct {
 	// Tune adjusts every kcp config the supervisor builds (rate limits, the transport
 	// wrapper of builder.Options.WrapTransport).
 	Tune func(*rest.Config)
-	// EventSource is the reporting controller of the events on the ProviderConfig.
-	EventSource string
+	// EventSource is the reporting controller of the events on the ProviderConfig;
+	// Replica their reporting instance.
+	EventSource, Replica string
 	// NewManager builds kcp mode's manager, not started, for a configuration that
 	// works. ctx ends when the run ends.
 	NewManager func(ctx context.Context, c Connection) (mcmanager.Manager, error)

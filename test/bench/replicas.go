@@ -249,7 +249,7 @@ func (r *report) replicaSection(w func(string, ...any)) {
 			strings.Join(rssList, ", "), vsRSS, p50, worst)
 	}
 	w("")
-	w("Target (issue 18): at 2 replicas the largest replica's peak RSS at most 0.6x the single replica's; failover within the lease duration plus one decision. All Ready here is set by the real operator's scheduler (kcp section above), so the two runs compare the runtime's share of it only.")
+	w("Target (issue 18): at 2 replicas the largest replica's peak RSS at most 0.6x the single replica's; failover within the lease duration plus one decision. All Ready here is set by the real operator's scheduler (docs/benchmarks.md, kcp section; docs/design/real-operator.md), so the two runs compare the runtime's share of it only; the floor is not measured on a sharded kcp.")
 	w("")
 }
 

@@ -184,7 +184,25 @@ func TestOperations(t *testing.T) {
 		wantMetricSum(ctx, t, []*replica{a, b}, "serviceprovider_kcp_workspaces_owned", nil, float64(len(tenants)))
 		wantMetricSum(ctx, t, []*replica{a, b}, "serviceprovider_engine_workspaces_engaged", labels{"mode": "kcp"}, float64(len(tenants)))
 		for _, tn := range tenants {
-			t.Logf("%s served by replica %s", tn.path, soleWriter(ctx, t, tn, main))
+			t.Logf("%s served by replica %s", tn.path, soleWriter(ctx, t, tn, main, false))
+		}
+		// The events on the ProviderConfig name the replica that recorded them.
+		evs := &eventsv1.EventList{}
+		if err := pf.List(ctx, evs, client.InNamespace("default")); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, ev := range evs.Items {
+			if ev.Regarding.Name != spName {
+				continue
+			}
+			n++
+			if ev.ReportingInstance != a.name && ev.ReportingInstance != b.name {
+				t.Errorf("event %s on the ProviderConfig recorded by %q, want replica a or b", ev.Reason, ev.ReportingInstance)
+			}
+		}
+		if n == 0 {
+			t.Error("no event on the ProviderConfig")
 		}
 		lease := &coordinationv1.Lease{}
 		if err := pf.Get(ctx, client.ObjectKey{Namespace: "default", Name: spName + "-standard"}, lease); err != nil {

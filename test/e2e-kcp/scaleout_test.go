@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kcp-dev/logicalcluster/v3"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -86,7 +87,7 @@ func TestReplicasShareWorkspaces(t *testing.T) {
 	owners := map[logicalcluster.Name]string{}
 	t.Run("each workspace is served by exactly one replica, all replicas serve some", func(t *testing.T) {
 		for _, tn := range tenants {
-			owners[tn.lc] = soleWriter(ctx, t, tn, main)
+			owners[tn.lc] = soleWriter(ctx, t, tn, main, true)
 		}
 		perReplica := map[string]int{}
 		for _, o := range owners {
@@ -145,7 +146,7 @@ func TestReplicasShareWorkspaces(t *testing.T) {
 			t.Errorf("the last new object was Ready %s after the kill, want within %s", worst, failoverLimit)
 		}
 		for _, tn := range affected {
-			if w := soleWriter(ctx, t, tn, main); w == victim {
+			if w := soleWriter(ctx, t, tn, main, false); w == victim {
 				t.Errorf("%s: new object written by the killed replica", tn.path)
 			} else {
 				owners[tn.lc] = w
@@ -226,16 +227,25 @@ func eachTenant(t *testing.T, tenants []tenant, fn func(*testing.T, tenant)) {
 }
 
 // soleWriter returns the replica whose writes the object's managed fields show, and
-// fails the test unless exactly one replica wrote it. A replica's user agent, and so
-// its field manager, is "serviceprovider.<replica>".
-func soleWriter(ctx context.Context, t testing.TB, tn tenant, key client.ObjectKey) string {
+// fails the test unless exactly one replica wrote it and, with credential, the
+// credential the runtime keeps in the workspace (its workload ServiceAccount, which a
+// replica taking over keeps). A replica's field manager is "serviceprovider.<replica>".
+func soleWriter(ctx context.Context, t testing.TB, tn tenant, key client.ObjectKey, credential bool) string {
 	t.Helper()
 	w := &widget.Widget{}
 	if err := tn.c.Get(ctx, key, w); err != nil {
 		t.Fatal(err)
 	}
+	fields := w.ManagedFields
+	if credential {
+		sa := &corev1.ServiceAccount{}
+		if err := tn.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: spName + "-workload"}, sa); err != nil {
+			t.Fatal(err)
+		}
+		fields = slices.Concat(fields, sa.ManagedFields)
+	}
 	var writers []string
-	for _, f := range w.ManagedFields {
+	for _, f := range fields {
 		if name, ok := strings.CutPrefix(f.Manager, "serviceprovider."); ok && !slices.Contains(writers, name) {
 			writers = append(writers, name)
 		}
