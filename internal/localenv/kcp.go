@@ -110,7 +110,7 @@ func (e *Env) StartKCP(ctx context.Context, opts KCPOptions) (*KCP, error) {
 			}
 			if attempt < kcpStartAttempts && k.shardedPortTaken() {
 				if rerr := k.resetSharded(); rerr != nil {
-					return nil, fmt.Errorf("starting a sharded kcp: %w (and clearing for another attempt: %v)", err, rerr)
+					return nil, fmt.Errorf("starting a sharded kcp: %w (and clearing for another attempt: %w)", err, rerr)
 				}
 				continue
 			}
