@@ -31,7 +31,7 @@ go test -run '^$' -fuzz FuzzValidateKCP -fuzztime 150000x ./api/v1alpha1/
 go test -run '^$' -fuzz FuzzIdentityNames -fuzztime 20000x ./cluster/
 
 # Packages start kcp and kube-apiservers of their own; two at a time fit two cores.
-# The three longest (5-10 min each) go first, so that the two slots end together
+# The three longest (5-14 min each) go first, so that the two slots end together
 # rather than one of them starting the longest last.
 slow=(./test/e2e-kcp ./test/e2e-faults ./test/e2e-binary)
 mod=$(go list -m)
