@@ -49,6 +49,8 @@ type localOptions struct {
 	stateDir  string
 	repoRoot  string
 	verbosity string
+	// kcpShards > 1 starts a sharded kcp (localenv.KCPOptions.Shards).
+	kcpShards int
 	provider  Provider
 	// d is the provider as described, once run has started.
 	d *described
@@ -87,6 +89,7 @@ the repository root: it applies the manifests under config/ and the provider's s
 			fs.StringVar(&o.stateDir, "state-dir", DefaultStateDir, "folder for every file the platform writes; emptied at start")
 			fs.StringVar(&o.repoRoot, "repo-root", ".", "the repository root (config/ and hack/ are read from there)")
 			fs.StringVar(&o.verbosity, "verbosity", "INFO", "log level of init and run (DEBUG, INFO or ERROR); their logs are in <state-dir>/logs")
+			fs.IntVar(&o.kcpShards, "kcp-shards", 1, "kcp shards; 2 or more start a root shard and more, kcp's cache server and its front-proxy, and the runtime's kcp identity is then a client certificate (docs/design/sharded-kcp.md)")
 			return o.run
 		},
 	}

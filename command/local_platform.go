@@ -68,6 +68,7 @@ func (l *localRun) start(ctx context.Context) error {
 		// Deployment (platformTeam); the kubelet stand-in runs them as this binary.
 		Deployments: &localenv.KubeletOptions{Namespace: l.opts.namespace(), Images: map[string]string{image: self}},
 		KCP:         true,
+		KCPShards:   l.opts.kcpShards,
 		Provider: &localenv.ProviderWorkspace{
 			Path:           localProviderWorkspace,
 			RBACFile:       filepath.Join(l.repo, l.opts.provider.Local.RuntimeRBAC),
