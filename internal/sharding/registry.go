@@ -59,8 +59,8 @@ func (r *registry) Snapshot() []sharder.PeerInfo {
 }
 
 // Run renews this replica's Lease and refreshes the peers until ctx ends, then
-// deletes the Lease, so that a replica stopped on purpose hands its workspaces over
-// at once instead of after ttl.
+// deletes the Lease, so that the others need not wait ttl to count a replica stopped
+// on purpose out.
 func (r *registry) Run(ctx context.Context) error {
 	renew, refresh := time.NewTicker(r.ttl/3), time.NewTicker(r.refresh)
 	defer renew.Stop()
