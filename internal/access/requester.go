@@ -3,6 +3,7 @@ package access
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -139,6 +140,11 @@ type tenantState struct {
 	// withdrawing is set while the denied requests are being removed; Ensure orders
 	// them again once they are gone.
 	withdrawing bool
+	// withdrawn are the UIDs of the requests withdrawn last. Until the platform reads
+	// stop showing them, nothing is ordered: the library, reading a withdrawn but still
+	// cached granted ClusterRequest, would create an AccessRequest referencing it, and
+	// the openmcp-operator would fail on it (and back the request off) once it is gone.
+	withdrawn []types.UID
 	// askedAt is when this process last asked the platform again about a request
 	// pending past GrantTimeout.
 	askedAt time.Time
@@ -226,6 +232,7 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 	withdrawing := st != nil && st.withdrawing
 	r.mu.Unlock()
 	if withdrawing {
+		uids := r.requestUIDs(lctx, key)
 		done, err := r.Release(ctx, key)
 		if err != nil {
 			return nil, fmt.Errorf("withdrawing denied %s access: %w", r.opts.Registration.ID(), err)
@@ -235,8 +242,12 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 				Message: "withdrawing the denied request to order it again"}
 		}
 		r.mu.Lock()
-		r.state(key).withdrawing = false
+		st := r.state(key)
+		st.withdrawing, st.withdrawn = false, append(st.withdrawn, uids...)
 		r.mu.Unlock()
+	}
+	if err := r.withdrawnGone(lctx, key); err != nil {
+		return nil, err
 	}
 	if a, err := r.current(lctx, key); a != nil || err != nil {
 		return a, err
@@ -442,6 +453,48 @@ func (r *Requester) state(key Key) *tenantState {
 		r.tenants[tenantKey(key)] = st
 	}
 	return st
+}
+
+// requestUIDs are the UIDs of the tenant's ClusterRequest (if the registration has
+// one) and AccessRequest, as the platform reads show them now.
+func (r *Requester) requestUIDs(ctx context.Context, key Key) []types.UID {
+	var uids []types.UID
+	if r.opts.Registration.ClusterRequestAvailable() {
+		if cr, err := r.lib.ClusterRequest(ctx, key.Request, r.opts.Registration.ID(), key.Identity); err == nil && cr != nil {
+			uids = append(uids, cr.UID)
+		}
+	}
+	if ar, err := r.accessRequest(ctx, key); err == nil && ar != nil {
+		uids = append(uids, ar.UID)
+	}
+	return uids
+}
+
+// withdrawnGone returns a *WaitingError while the platform reads still show a request
+// withdrawn last (tenantState.withdrawn), and forgets them once none does.
+func (r *Requester) withdrawnGone(ctx context.Context, key Key) error {
+	r.mu.Lock()
+	st := r.tenants[tenantKey(key)]
+	var withdrawn []types.UID
+	if st != nil {
+		withdrawn = st.withdrawn
+	}
+	r.mu.Unlock()
+	if len(withdrawn) == 0 {
+		return nil
+	}
+	for _, uid := range r.requestUIDs(ctx, key) {
+		if slices.Contains(withdrawn, uid) {
+			return &WaitingError{Reason: r.opts.WaitingReason, RequeueAfter: r.opts.RetryInterval,
+				Message: "withdrawing the denied request to order it again"}
+		}
+	}
+	r.mu.Lock()
+	if st := r.tenants[tenantKey(key)]; st != nil {
+		st.withdrawn = nil
+	}
+	r.mu.Unlock()
+	return nil
 }
 
 // denied records a denial and returns what the tenant reads. Once the denial has stood
