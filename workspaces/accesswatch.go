@@ -176,22 +176,18 @@ func (w *AccessWatch) Source(lister engine.ClusterLister) source.TypedSource[mcr
 // watch starts a wildcard cache of the watched types on cfg's virtual workspace; w.mu
 // held.
 func (w *AccessWatch) watch(cfg *rest.Config) error {
-	ctx, stop := context.WithCancel(w.ctx)
 	c, err := mcpcache.NewWildcardCache(cfg, cache.Options{Scheme: w.scheme, DefaultLabelSelector: w.selector})
 	if err != nil {
-		stop()
 		return fmt.Errorf("access watch of %s: %w", cfg.Host, err)
 	}
-	vw := &vwWatch{informers: map[reflect.Type]toolscache.SharedIndexInformer{}, stop: stop}
+	vw := &vwWatch{informers: map[reflect.Type]toolscache.SharedIndexInformer{}}
 	for _, obj := range tokens.WatchedObjects() {
-		inf, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+		inf, err := c.GetInformer(w.ctx, obj, cache.BlockUntilSynced(false))
 		if err != nil {
-			stop()
 			return fmt.Errorf("access watch of %T: %w", obj, err)
 		}
 		shared, _, _, err := c.GetSharedInformer(obj)
 		if err != nil {
-			stop()
 			return fmt.Errorf("access watch of %T: %w", obj, err)
 		}
 		vw.informers[reflect.TypeOf(obj)] = shared
@@ -200,10 +196,13 @@ func (w *AccessWatch) watch(cfg *rest.Config) error {
 			UpdateFunc: func(_, o any) { w.changed(o, false) },
 			DeleteFunc: func(o any) { w.changed(o, true) },
 		}); err != nil {
-			stop()
 			return fmt.Errorf("access watch of %T: %w", obj, err)
 		}
 	}
+	// The informers run while the cache does: from here until the virtual workspace
+	// goes (VirtualWorkspaceGone) or the source stops.
+	ctx, stop := context.WithCancel(w.ctx)
+	vw.stop = stop
 	w.watches[cfg.Host] = vw
 	go func() {
 		if err := c.Start(ctx); err != nil {

@@ -32,8 +32,8 @@ type recorder struct {
 }
 
 func newRecorder(source, replica string) *recorder {
-	sink := &routingSink{clusters: newMemory[ctrlcluster.Cluster](eventRouteMemory), instance: replica}
-	return &recorder{broadcaster: events.NewBroadcaster(sink), sink: sink, src: source}
+	sink := &routingSink{clusters: newMemory[ctrlcluster.Cluster](eventRouteMemory)}
+	return &recorder{broadcaster: events.NewBroadcaster(ReportingAs(sink, replica)), sink: sink, src: source}
 }
 
 // eventRouteMemory is how long an object's cluster is remembered after an event on it:
@@ -66,9 +66,6 @@ func (r *recorder) eventf(cl ctrlcluster.Cluster, obj client.Object, eventType, 
 // routingSink sends each event through the cluster holding the object it regards.
 type routingSink struct {
 	clusters *memory[ctrlcluster.Cluster] // by the regarded object's UID
-	// instance, if set, replaces client-go's reporting instance (controller and host
-	// name): with several replicas on one host, it tells which one recorded an event.
-	instance string
 }
 
 var _ events.EventSink = &routingSink{}
@@ -95,10 +92,6 @@ func (s *routingSink) Create(ctx context.Context, ev *eventsv1.Event) (*eventsv1
 	if err != nil {
 		return nil, err
 	}
-	if s.instance != "" {
-		ev = ev.DeepCopy()
-		ev.ReportingInstance = s.instance
-	}
 	return sink.Create(ctx, ev)
 }
 
@@ -116,4 +109,25 @@ func (s *routingSink) Patch(ctx context.Context, old *eventsv1.Event, data []byt
 		return nil, err
 	}
 	return sink.Patch(ctx, old, data)
+}
+
+// ReportingAs returns sink with instance as the reporting instance of the events it
+// creates, in place of client-go's (controller and host name): with several replicas
+// on one host, it tells which one recorded an event. An empty instance returns sink.
+func ReportingAs(sink events.EventSink, instance string) events.EventSink {
+	if instance == "" {
+		return sink
+	}
+	return instanceSink{EventSink: sink, instance: instance}
+}
+
+type instanceSink struct {
+	events.EventSink
+	instance string
+}
+
+func (s instanceSink) Create(ctx context.Context, ev *eventsv1.Event) (*eventsv1.Event, error) {
+	ev = ev.DeepCopy()
+	ev.ReportingInstance = s.instance
+	return s.EventSink.Create(ctx, ev)
 }

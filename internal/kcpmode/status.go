@@ -8,7 +8,6 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -23,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 )
 
@@ -107,28 +107,13 @@ func (s *Supervisor) startEvents(ctx context.Context) func() {
 		log.FromContext(ctx).Error(err, "kcp supervisor: no events on the ProviderConfig")
 		return func() {}
 	}
-	b := events.NewBroadcaster(&instanceSink{EventSinkImpl: &events.EventSinkImpl{Interface: c}, instance: s.opts.Replica})
+	b := events.NewBroadcaster(engine.ReportingAs(&events.EventSinkImpl{Interface: c}, s.opts.Replica))
 	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
 		log.FromContext(ctx).Error(err, "kcp supervisor: no events on the ProviderConfig")
 		return func() {}
 	}
 	s.events = b.NewRecorder(s.opts.Scheme, s.opts.EventSource)
 	return b.Shutdown
-}
-
-// instanceSink records events with the replica as their reporting instance (client-go
-// names the host, which several replicas on one machine share).
-type instanceSink struct {
-	*events.EventSinkImpl
-	instance string
-}
-
-func (s *instanceSink) Create(ctx context.Context, ev *eventsv1.Event) (*eventsv1.Event, error) {
-	if s.instance != "" {
-		ev = ev.DeepCopy()
-		ev.ReportingInstance = s.instance
-	}
-	return s.EventSinkImpl.Create(ctx, ev)
 }
 
 // report sets the ProviderConfig's KCPMode condition, when its type has the status

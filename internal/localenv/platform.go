@@ -354,19 +354,21 @@ func bindUserLikeServiceAccount(ctx context.Context, c client.Client, sa types.N
 	bindsSA := func(s rbacv1.Subject) bool {
 		return s.Kind == rbacv1.ServiceAccountKind && s.Namespace == sa.Namespace && s.Name == sa.Name
 	}
-	userSubject := rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}
+	type binding struct {
+		obj      client.Object
+		subjects *[]rbacv1.Subject
+	}
+	var bindings []binding
 	for i := range crbs.Items {
-		if b := &crbs.Items[i]; slices.ContainsFunc(b.Subjects, bindsSA) {
-			b.Subjects = append(b.Subjects, userSubject)
-			if err := c.Update(ctx, b); err != nil {
-				return err
-			}
-		}
+		bindings = append(bindings, binding{&crbs.Items[i], &crbs.Items[i].Subjects})
 	}
 	for i := range rbs.Items {
-		if b := &rbs.Items[i]; slices.ContainsFunc(b.Subjects, bindsSA) {
-			b.Subjects = append(b.Subjects, userSubject)
-			if err := c.Update(ctx, b); err != nil {
+		bindings = append(bindings, binding{&rbs.Items[i], &rbs.Items[i].Subjects})
+	}
+	for _, b := range bindings {
+		if slices.ContainsFunc(*b.subjects, bindsSA) {
+			*b.subjects = append(*b.subjects, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user})
+			if err := c.Update(ctx, b.obj); err != nil {
 				return err
 			}
 		}

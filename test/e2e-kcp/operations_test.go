@@ -650,7 +650,11 @@ func (m metricSet) with(name string, want labels) []sample {
 // is want.
 func wantMetricSum(ctx context.Context, t testing.TB, rs []*replica, name string, l labels, want float64) {
 	t.Helper()
-	harness.Eventually(ctx, t, 2*time.Minute, fmt.Sprintf("%s%v summed over %d replicas = %v", name, l, len(rs), want), func(ctx context.Context) error {
+	names := make([]string, len(rs))
+	for i, r := range rs {
+		names[i] = r.name
+	}
+	harness.Eventually(ctx, t, 2*time.Minute, fmt.Sprintf("replicas %v: %s%v = %v", names, name, l, want), func(ctx context.Context) error {
 		got := 0.0
 		for _, r := range rs {
 			m, err := tryScrape(ctx, r)
@@ -669,16 +673,7 @@ func wantMetricSum(ctx context.Context, t testing.TB, rs []*replica, name string
 // wantMetric waits until the sum of name's series with labels l is want.
 func wantMetric(ctx context.Context, t testing.TB, r *replica, name string, l labels, want float64) {
 	t.Helper()
-	harness.Eventually(ctx, t, 2*time.Minute, fmt.Sprintf("replica %s: %s%v = %v", r.name, name, l, want), func(ctx context.Context) error {
-		m, err := tryScrape(ctx, r)
-		if err != nil {
-			return err
-		}
-		if got := m.sum(name, l); got != want {
-			return fmt.Errorf("%v", got)
-		}
-		return nil
-	})
+	wantMetricSum(ctx, t, []*replica{r}, name, l, want)
 }
 
 // wantProbe waits until the replica's probe path answers code, and returns the body.
