@@ -60,6 +60,13 @@ func (c *namespaceMemory) Create(ctx context.Context, obj client.Object, opts ..
 	return err
 }
 
+// knows reports whether namespace name is remembered to exist.
+func (c *namespaceMemory) knows(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.known[name]
+}
+
 func (c *namespaceMemory) remember(name string) {
 	c.mu.Lock()
 	c.known[name] = true

@@ -3,6 +3,7 @@ package access
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -121,6 +122,9 @@ type Requester struct {
 	// routed remembers when routeAccessRequest created each AccessRequest, until the
 	// informer cache shows it (route.go).
 	routed map[client.ObjectKey]time.Time
+	// records holds, by tenantKey, the annotations Record was asked to keep while the
+	// tenant had no AccessRequest, for routeAccessRequest to create it with.
+	records map[string]map[string]string
 }
 
 // maxWaitingRetry caps the backoff between looks at a pending request. The grant
@@ -151,16 +155,48 @@ type tenantState struct {
 }
 
 // grantedAccess is a full pass of Ensure that ended with the access granted: the
-// requests' resource versions then, and when.
+// grants it saw, and when.
 type grantedAccess struct {
-	arUID     types.UID
-	arVersion string
-	// recorded is the AccessRequest's version after this process's own Record patch:
-	// the access is as current at that version as at arVersion.
-	recorded  string
-	crVersion string
+	ar, cr    grant
 	access    *cluster.Access
 	checkedAt time.Time
+}
+
+// grant is what a granted request's access depends on. A request changes for reasons
+// that leave its grant as it was (this runtime's record annotation, the platform's
+// bookkeeping in its status after the grant: at 500 workspaces the real operator's
+// later status writes made every other tenant read its access Secret a second time),
+// so a poll compares grants, not resource versions.
+type grant struct {
+	uid        types.UID
+	generation int64
+	// granted holds for a request granted at its generation, not being deleted.
+	granted bool
+	// to is the Secret an AccessRequest names, the Cluster a ClusterRequest names.
+	to string
+}
+
+func accessGrant(ar *clustersv1alpha1.AccessRequest) grant {
+	if ar == nil {
+		return grant{}
+	}
+	g := grant{uid: ar.UID, generation: ar.Generation,
+		granted: ar.Status.IsGranted() && ar.Status.ObservedGeneration == ar.Generation && ar.DeletionTimestamp.IsZero()}
+	if ar.Status.SecretRef != nil {
+		g.to = ar.Status.SecretRef.Name
+	}
+	return g
+}
+
+func clusterGrant(cr *clustersv1alpha1.ClusterRequest) grant {
+	if cr == nil {
+		return grant{}
+	}
+	g := grant{uid: cr.UID, generation: cr.Generation, granted: cr.Status.IsGranted() && cr.DeletionTimestamp.IsZero()}
+	if cr.Status.Cluster != nil {
+		g.to = cr.Status.Cluster.Namespace + "/" + cr.Status.Cluster.Name
+	}
+	return g
 }
 
 type cachedAccess struct {
@@ -189,7 +225,7 @@ func New(platform client.Client, opts Options) *Requester {
 	return &Requester{opts: opts, platform: platform, namespaces: namespaces,
 		lib: newLib(namespaces, opts), release: newLib(namespaces, opts),
 		cache: map[types.UID]cachedAccess{}, granted: map[string]grantedAccess{}, tenants: map[string]*tenantState{},
-		routed: map[client.ObjectKey]time.Time{}}
+		routed: map[client.ObjectKey]time.Time{}, records: map[string]map[string]string{}}
 }
 
 // newLib configures one instance of the clusteraccess library.
@@ -252,6 +288,13 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 	if a, err := r.current(lctx, key); a != nil || err != nil {
 		return a, err
 	}
+	namespace, err := r.opts.Registration.Parameterize(key.Request, key.Identity).Namespace()
+	if err != nil {
+		return nil, fmt.Errorf("platform namespace of %s access: %w", r.opts.Registration.ID(), err)
+	}
+	if err := r.ensureNamespace(ctx, namespace); err != nil {
+		return nil, r.orderingFailed(key, err)
+	}
 	if err := r.routeAccessRequest(ctx, key); err != nil {
 		if _, waiting := AsWaiting(err); waiting {
 			return nil, err
@@ -312,10 +355,7 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 	if err != nil {
 		return nil, err
 	}
-	g := grantedAccess{arUID: ar.UID, arVersion: ar.ResourceVersion, access: a, checkedAt: time.Now()}
-	if cr != nil {
-		g.crVersion = cr.ResourceVersion
-	}
+	g := grantedAccess{ar: accessGrant(ar), cr: clusterGrant(cr), access: a, checkedAt: time.Now()}
 	r.mu.Lock()
 	r.granted[tenantKey(key)] = g
 	r.mu.Unlock()
@@ -329,11 +369,11 @@ func (r *Requester) orderingFailed(key Key, err error) error {
 	return fmt.Errorf("ordering %s access: %w", r.opts.Registration.ID(), err)
 }
 
-// current returns the tenant's access from memory when nothing has changed since a
-// full pass ended granted: the same AccessRequest (and ClusterRequest) at the same
-// resource versions in the informer cache, within Recheck and before the token's
-// renewal time. A poll of a served object then costs no request to the platform; the
-// full pass reads the tenant's namespace and the access Secret past the cache.
+// current returns the tenant's access from memory when nothing it depends on has
+// changed since a full pass ended granted: the same AccessRequest (and ClusterRequest)
+// with the same grant in the informer cache (grant), within Recheck and before the
+// token's renewal time. A poll of a served object then costs no request to the
+// platform; the full pass reads the access Secret past the cache.
 func (r *Requester) current(ctx context.Context, key Key) (*cluster.Access, error) {
 	if r.opts.Recheck < 0 {
 		return nil, nil
@@ -346,12 +386,12 @@ func (r *Requester) current(ctx context.Context, key Key) (*cluster.Access, erro
 		return nil, nil
 	}
 	ar, err := r.accessRequest(ctx, key)
-	if err != nil || ar == nil || ar.UID != g.arUID || (ar.ResourceVersion != g.arVersion && ar.ResourceVersion != g.recorded) {
+	if err != nil || accessGrant(ar) != g.ar {
 		return nil, nil // the full pass reads and reports it
 	}
 	if r.opts.Registration.ClusterRequestAvailable() {
 		cr, err := r.lib.ClusterRequest(ctx, key.Request, r.opts.Registration.ID(), key.Identity)
-		if err != nil || cr.ResourceVersion != g.crVersion {
+		if err != nil || clusterGrant(cr) != g.cr {
 			return nil, nil
 		}
 	}
@@ -530,6 +570,7 @@ func (r *Requester) Release(ctx context.Context, key Key) (bool, error) {
 	}
 	r.mu.Lock()
 	delete(r.granted, tenantKey(key))
+	delete(r.records, tenantKey(key))
 	if ar != nil {
 		delete(r.cache, ar.UID)
 		delete(r.routed, client.ObjectKeyFromObject(ar))
@@ -680,16 +721,27 @@ func (r *Requester) accessRequest(ctx context.Context, key Key) (*clustersv1alph
 }
 
 // Record keeps value in the annotation of the tenant's AccessRequest, patching it only
-// when it differs, so a tenant whose value does not change costs no writes. Without an
-// AccessRequest, or while it is being deleted, there is nothing to keep it with and
-// Record does nothing. The engine keeps its record of the last object it handed the
+// when it differs, so a tenant whose value does not change costs no writes. Before the
+// AccessRequest exists the value is kept in memory and written with the request when
+// this Requester creates it (routeAccessRequest): a tenant's first object then costs no
+// patch of its own. While the request is being deleted there is nothing to keep it with
+// and Record does nothing. The engine keeps its record of the object it hands the
 // provider this way (engine.RecordAnnotation): it goes when the request goes.
 func (r *Requester) Record(ctx context.Context, key Key, annotation, value string) error {
 	ar, err := r.accessRequest(libContext(ctx), key)
 	if err != nil {
 		return fmt.Errorf("reading AccessRequest: %w", err)
 	}
-	if ar == nil || !ar.DeletionTimestamp.IsZero() || ar.Annotations[annotation] == value {
+	if ar == nil {
+		r.mu.Lock()
+		if r.records[tenantKey(key)] == nil {
+			r.records[tenantKey(key)] = map[string]string{}
+		}
+		r.records[tenantKey(key)][annotation] = value
+		r.mu.Unlock()
+		return nil
+	}
+	if !ar.DeletionTimestamp.IsZero() || ar.Annotations[annotation] == value {
 		return nil
 	}
 	base := ar.DeepCopy()
@@ -703,13 +755,12 @@ func (r *Requester) Record(ctx context.Context, key Key, annotation, value strin
 		}
 		return fmt.Errorf("annotating AccessRequest %s/%s: %w", ar.Namespace, ar.Name, err)
 	}
-	// The patch changed nothing the access depends on: a poll need not read the
-	// access Secret again because of it (current).
-	r.mu.Lock()
-	if g, ok := r.granted[tenantKey(key)]; ok && g.arUID == ar.UID && base.ResourceVersion == g.arVersion {
-		g.recorded = ar.ResourceVersion
-		r.granted[tenantKey(key)] = g
-	}
-	r.mu.Unlock()
 	return nil
+}
+
+// recordsOf returns a copy of what Record keeps for the tenant's next AccessRequest.
+func (r *Requester) recordsOf(key Key) map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.records[tenantKey(key)])
 }

@@ -113,14 +113,6 @@ func (r *Requester) routeAccessRequest(ctx context.Context, key Key) error {
 	if err := r.platform.Get(ctx, client.ObjectKey{Name: c.Spec.Profile}, profile); err != nil || profile.Spec.ProviderRef.Name == "" {
 		return client.IgnoreNotFound(err)
 	}
-	if !owned {
-		// The library creates the tenant's namespace before its first request; this
-		// request comes first here.
-		if err := r.ensureNamespace(ctx, namespace); err != nil {
-			return err
-		}
-	}
-
 	token, err := reg.AccessRequestTokenConfig()
 	if err != nil {
 		return fmt.Errorf("token configuration of %s access: %w", reg.ID(), err)
@@ -134,6 +126,7 @@ func (r *Requester) routeAccessRequest(ctx context.Context, key Key) error {
 	ar.Labels = r.managedLabels(key, reg)
 	ar.Labels[clustersv1alpha1.ProviderLabel] = profile.Spec.ProviderRef.Name
 	ar.Labels[clustersv1alpha1.ProfileLabel] = profile.Name
+	ar.Annotations = r.recordsOf(key)
 	controllerutil.AddFinalizer(ar, advanced.Finalizer)
 	ar.Spec.ClusterRef = &commonapi.ObjectReference{Namespace: c.Namespace, Name: c.Name}
 	ar.Spec.Token, ar.Spec.OIDC = token, oidc
@@ -169,16 +162,17 @@ func (r *Requester) managedLabels(key Key, reg advanced.ParameterizedClusterRegi
 	return labels
 }
 
-// ensureNamespace creates a platform namespace if it is missing, as the library does.
+// ensureNamespace makes sure the tenant's platform namespace exists before anything
+// is ordered in it, by creating it, not by reading it first: a tenant's first pass
+// then costs the one create the library would have issued after its read, and the
+// library's own read (namespaceMemory) is answered from memory. A namespace this
+// process already knows costs nothing; AlreadyExists counts as existing.
 func (r *Requester) ensureNamespace(ctx context.Context, name string) error {
-	ns := &corev1.Namespace{}
-	ns.Name = name
-	if err := r.namespaces.Get(ctx, client.ObjectKeyFromObject(ns), ns); !apierrors.IsNotFound(err) {
-		if err != nil {
-			return fmt.Errorf("reading platform namespace %s: %w", name, err)
-		}
+	if r.namespaces.knows(name) {
 		return nil
 	}
+	ns := &corev1.Namespace{}
+	ns.Name = name
 	if err := r.namespaces.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating platform namespace %s: %w", name, err)
 	}

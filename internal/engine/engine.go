@@ -310,8 +310,8 @@ func (e *Engine[T]) stillHeld(ctx context.Context, t Target[T]) (bool, error) {
 	return live.GetUID() == t.Object.GetUID() && controllerutil.ContainsFinalizer(live, e.opts.Finalizer), nil
 }
 
-// resolve orders and returns every cluster the provider needs, and records the object
-// for the orphan sweep once they are granted (orphan.go).
+// resolve records the object for the orphan sweep (orphan.go), then orders and
+// returns every cluster the provider needs.
 func (e *Engine[T]) resolve(ctx context.Context, t Target[T], pc provider.ProviderConfig) (*cluster.Tenant, error) {
 	tenant := e.newTenant(t.Identity, pc)
 	mcp, err := e.opts.Tenancy.EndUser(ctx, t)
@@ -328,15 +328,17 @@ func (e *Engine[T]) resolve(ctx context.Context, t Target[T], pc provider.Provid
 			tenant.Worker = worker
 		}
 	}
+	// Recorded before the workload access is ordered: the record then goes onto the
+	// AccessRequest when it is created, without a patch of its own (Recorder).
+	if err := e.remember(ctx, t); err != nil {
+		return nil, err
+	}
 	if e.opts.Workload != nil {
 		wl, err := e.opts.Workload.Ensure(ctx, t.Key)
 		if err != nil {
 			return nil, err
 		}
 		tenant.Workload = wl
-	}
-	if err := e.remember(ctx, t); err != nil {
-		return nil, err
 	}
 	return tenant, nil
 }

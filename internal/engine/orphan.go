@@ -62,7 +62,11 @@ func (e *Engine[T]) recordKeeper() Recorder {
 
 // remember records the object the provider is about to be handed, before it is, so
 // that whatever the provider creates has a record. It writes only when the record
-// changed: a steady object costs a cached read of its request and nothing else.
+// changed: a steady object costs a cached read of its request and nothing else, and a
+// new tenant's record is written with its workload AccessRequest (access.Requester
+// keeps it until then). The sweep may so find a record of a tenant whose access was
+// never granted and call the provider's Delete for an object it never saw: Delete
+// tolerates nothing to delete, as it must after any interrupted CreateOrUpdate.
 func (e *Engine[T]) remember(ctx context.Context, t Target[T]) error {
 	rec := e.recordKeeper()
 	if rec == nil {

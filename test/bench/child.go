@@ -62,6 +62,13 @@ func runtimeChildMain(args []string) error {
 	// The runtime's logs cost CPU the measurement would carry; failures show in the
 	// benchmark's figures and in this process's exit status.
 	log.SetLogger(logr.Discard())
+	name := *replica
+	if name == "" {
+		name = "runtime"
+	}
+	if err := openTrace(name); err != nil {
+		return err
+	}
 	raw, err := os.ReadFile(*kubeconfig)
 	if err != nil {
 		return err

@@ -2,17 +2,40 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 )
 
-// trace logs every counted request (KSP_BENCH_TRACE=1), to find where time goes.
-var trace = os.Getenv("KSP_BENCH_TRACE") == "1"
+// trace logs every counted request, to find where time goes and what a request per
+// object was for: KSP_BENCH_TRACE=1 to standard error (the benchmark's own; a
+// runtime process's goes to its log in the run folder, removed at the end), or
+// KSP_BENCH_TRACE=<folder> to <folder>/<process>.trace, kept.
+var (
+	trace              = os.Getenv("KSP_BENCH_TRACE") != ""
+	traceOut io.Writer = os.Stderr
+)
+
+// openTrace sends this process's trace to a file of its own when KSP_BENCH_TRACE
+// names a folder.
+func openTrace(process string) error {
+	dir := os.Getenv("KSP_BENCH_TRACE")
+	if dir == "" || dir == "1" {
+		return nil
+	}
+	f, err := os.Create(filepath.Join(dir, process+".trace"))
+	if err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	traceOut = f
+	return nil
+}
 
 // Verbs the counter tells apart. tokenrequest is a create of serviceaccounts/token,
 // counted on its own because the targets name it.
@@ -50,7 +73,7 @@ func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
 		if resp != nil {
 			code = resp.StatusCode
 		}
-		fmt.Fprintf(os.Stderr, "TRACE %s %s %s %d %s %v\n", start.Format("15:04:05.000"), verb, req.URL.Path, code, time.Since(start).Round(time.Millisecond), err)
+		fmt.Fprintf(traceOut, "TRACE %s %s %s %d %s %v\n", start.Format("15:04:05.000"), verb, req.URL.Path, code, time.Since(start).Round(time.Millisecond), err)
 		return resp, err
 	})
 }

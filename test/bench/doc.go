@@ -26,5 +26,6 @@
 //
 // Run it with `make bench`. KSP_BENCH_PROFILES=<dir> saves heap and goroutine profiles
 // of the kcp-mode runtime's process with every workspace engaged and at convergence;
-// KSP_BENCH_TRACE=1 logs every counted request.
+// KSP_BENCH_TRACE=1 logs every counted request, KSP_BENCH_TRACE=<dir> into one file
+// per process (the benchmark, each runtime process) in dir.
 package main

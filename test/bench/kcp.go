@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kcp-dev/logicalcluster/v3"
+	kcpcorev1alpha1 "github.com/kcp-dev/sdk/apis/core/v1alpha1"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	commonapi "github.com/openmcp-project/openmcp-operator/api/common"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -25,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -71,20 +76,30 @@ type kcpResult struct {
 }
 
 type kcpEnv struct {
-	env        *localenv.Env
-	k          *localenv.KCP
-	platform   *localenv.APIServer
-	pf         client.Client
-	provider   client.Client
-	kubeconfig []byte // the runtime's ServiceAccount, as spec.kcp's Secret holds it
-	vwToken    string // a second token of it, for the floor and the watcher
-	directTok  string // a third, for the floor's direct TokenRequests
-	runtimeID  string // its kcp user name (GlobalServiceAccount)
-	surface    apiexport.Provisionable
-	tenants    []tenant
-	vwURL      string
-	// vwURLs are the virtual workspaces of every shard with a binding.
+	env      *localenv.Env
+	k        *localenv.KCP
+	platform *localenv.APIServer
+	pf       client.Client
+	provider client.Client
+	// kubeconfig is the runtime's identity, as spec.kcp's Secret holds it: a
+	// ServiceAccount of the provider workspace on a kcp of one shard, a user with a
+	// client certificate on a sharded kcp (docs/design/sharded-kcp.md).
+	kubeconfig []byte
+	// vwID and directID are that identity for the benchmark's own clients (the floor
+	// and the watchers), without a host: vwID for the virtual workspaces, directID
+	// for the floor's direct TokenRequests through kcp's URL. On one shard they are
+	// two more tokens of the ServiceAccount, so that no client of the benchmark
+	// shares the runtime's token; on a sharded kcp both are the client certificate,
+	// one credential for both as the runtime itself has there.
+	vwID, directID *rest.Config
+	runtimeID      string // its kcp user name, which the floor binds
+	surface        apiexport.Provisionable
+	tenants        []tenant
+	vwURL          string // the first virtual workspace: the only one on one shard
+	// vwURLs are the virtual workspaces of every shard with a binding; shardVW maps
+	// each shard holding a tenant to its own (sharded kcp only).
 	vwURLs   []string
+	shardVW  map[string]string
 	shards   int
 	placed   atomic.Int64       // tenants placed so far, for the next one's shard
 	operator *localenv.Operator // nil with the stand-in scheduler
@@ -93,7 +108,10 @@ type kcpEnv struct {
 type tenant struct {
 	path logicalcluster.Path
 	lc   logicalcluster.Name
-	c    client.Client // admin
+	// shard is the shard the workspace was placed on (ShardName); "" on a kcp of one
+	// shard.
+	shard string
+	c     client.Client // admin
 }
 
 // runKCP measures kcp mode with n tenant workspaces on a fresh kcp.
@@ -162,14 +180,9 @@ func startKCPEnv(ctx context.Context, env *localenv.Env, standIn bool, shards in
 	if e.provider, err = client.New(fast(admin), client.Options{Scheme: benchScheme()}); err != nil {
 		return nil, err
 	}
-	// Two more tokens of the runtime's identity: one for the floor and the watcher, one
-	// for the floor's direct TokenRequests.
-	for _, tok := range []*string{&e.vwToken, &e.directTok} {
-		if *tok, err = localenv.ServiceAccountToken(ctx, admin, "kcp-serviceprovider", "runtime", 24*time.Hour); err != nil {
-			return nil, err
-		}
+	if err := e.runtimeIdentity(ctx, admin, lp.ProviderCluster); err != nil {
+		return nil, fmt.Errorf("the runtime's identity: %w", err)
 	}
-	e.runtimeID = "system:kcp:serviceaccount:" + lp.ProviderCluster.String() + ":kcp-serviceprovider:runtime"
 	// The export exists before tenants bind; the runtime provisions it again on
 	// start (a no-op).
 	surface, err := e.surface.APISurface()
@@ -180,6 +193,53 @@ func startKCPEnv(ctx context.Context, env *localenv.Env, standIn bool, shards in
 		return nil, fmt.Errorf("provisioning the export: %w", err)
 	}
 	return e, nil
+}
+
+// runtimeIdentity sets the runtime's identity for the benchmark's own clients
+// (vwID, directID) and its kcp user name (runtimeID).
+func (e *kcpEnv) runtimeIdentity(ctx context.Context, admin *rest.Config, providerCluster logicalcluster.Name) error {
+	if !e.k.Sharded() {
+		// Two more tokens of the runtime's ServiceAccount: one for the floor and the
+		// watcher, one for the floor's direct TokenRequests.
+		ids := make([]*rest.Config, 2)
+		for i := range ids {
+			tok, err := localenv.ServiceAccountToken(ctx, admin, "kcp-serviceprovider", "runtime", 24*time.Hour)
+			if err != nil {
+				return err
+			}
+			ids[i] = &rest.Config{BearerToken: tok, TLSClientConfig: rest.TLSClientConfig{CAData: e.k.AdminConfig().CAData}}
+		}
+		e.vwID, e.directID = ids[0], ids[1]
+		e.runtimeID = "system:kcp:serviceaccount:" + providerCluster.String() + ":kcp-serviceprovider:runtime"
+		return nil
+	}
+	// Another shard refuses the provider workspace's ServiceAccount tokens (401): the
+	// runtime is the client-certificate user of its kubeconfig, and so is the floor.
+	id, err := clientcmd.RESTConfigFromKubeConfig(e.kubeconfig)
+	if err != nil {
+		return err
+	}
+	id.Host = ""
+	e.vwID, e.directID = id, rest.CopyConfig(id)
+	e.runtimeID, err = certificateUser(id.CertData)
+	return err
+}
+
+// certificateUser is the user name kcp, like any Kubernetes API server, takes from
+// a client certificate: its subject's common name.
+func certificateUser(certPEM []byte) (string, error) {
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		return "", errors.New("the kubeconfig holds no client certificate")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return "", err
+	}
+	if cert.Subject.CommonName == "" {
+		return "", errors.New("the client certificate names no user")
+	}
+	return cert.Subject.CommonName, nil
 }
 
 // createTenants creates n workspaces and binds the export in each (setup, not
@@ -199,12 +259,82 @@ func (e *kcpEnv) createTenants(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	urls, err := e.k.VirtualWorkspaceURLs(ctx, logicalcluster.NewPath(providerWS), providerName)
-	if err != nil {
-		return err
+	if e.shards == 1 {
+		urls, err := e.k.VirtualWorkspaceURLs(ctx, logicalcluster.NewPath(providerWS), providerName)
+		if err != nil {
+			return err
+		}
+		e.vwURL, e.vwURLs = urls[0], urls
+		return nil
 	}
-	e.vwURL, e.vwURLs = urls[0], urls
-	return nil
+	// The endpoint slice lists a shard's virtual workspace once a binding there
+	// reached it, which may come after the binding is Bound: wait until it lists the
+	// shard of every tenant, or a watch of the listed ones would miss that shard's
+	// objects and the floor would have nowhere to reach them.
+	return localenv.Poll(ctx, time.Minute, "the virtual workspace of every shard with a tenant", func(ctx context.Context) error {
+		urls, err := e.k.VirtualWorkspaceURLs(ctx, logicalcluster.NewPath(providerWS), providerName)
+		if err != nil {
+			return err
+		}
+		byShard, err := e.shardVirtualWorkspaces(ctx, urls)
+		if err != nil {
+			return err
+		}
+		for _, tn := range e.tenants {
+			if _, ok := byShard[tn.shard]; !ok {
+				return fmt.Errorf("none of shard %s yet (listed: %v)", tn.shard, urls)
+			}
+		}
+		e.vwURL, e.vwURLs, e.shardVW = urls[0], urls, byShard
+		return nil
+	})
+}
+
+// shardVirtualWorkspaces maps each URL of the export's endpoint slice to the name of
+// its shard, the value of the Shard object's "name" label (which the workspaces'
+// location selector matches, CreateWorkspaceOn). kcp builds each URL by appending
+// the export's path to its Shard's spec.virtualWorkspaceURL.
+func (e *kcpEnv) shardVirtualWorkspaces(ctx context.Context, urls []string) (map[string]string, error) {
+	root, err := client.New(e.k.AdminConfig(), client.Options{Scheme: benchScheme()})
+	if err != nil {
+		return nil, err
+	}
+	shards := &kcpcorev1alpha1.ShardList{}
+	if err := root.List(ctx, shards); err != nil {
+		return nil, fmt.Errorf("listing shards: %w", err)
+	}
+	byShard := map[string]string{}
+	for _, url := range urls {
+		var owner *kcpcorev1alpha1.Shard
+		for i := range shards.Items {
+			s := &shards.Items[i]
+			base := strings.TrimSuffix(s.Spec.VirtualWorkspaceURL, "/")
+			if base == "" || !strings.HasPrefix(url, base+"/") {
+				continue
+			}
+			if owner != nil {
+				return nil, fmt.Errorf("virtual workspace %s belongs to shards %s and %s", url, owner.Name, s.Name)
+			}
+			owner = s
+		}
+		if owner == nil {
+			return nil, fmt.Errorf("virtual workspace %s belongs to no shard", url)
+		}
+		name := owner.Labels["name"]
+		if name == "" {
+			return nil, fmt.Errorf("shard %s has no name label", owner.Name)
+		}
+		byShard[name] = url
+	}
+	return byShard, nil
+}
+
+// vwURLOf is the virtual workspace of the export on tn's shard.
+func (e *kcpEnv) vwURLOf(tn tenant) string {
+	if tn.shard == "" {
+		return e.vwURL
+	}
+	return e.shardVW[tn.shard]
 }
 
 // createTenant creates a workspace under root and binds the export there with the
@@ -226,7 +356,7 @@ func (e *kcpEnv) createTenant(ctx context.Context, name string) (tenant, error) 
 	if err != nil {
 		return tenant{}, err
 	}
-	return tenant{path: path, lc: lc, c: c}, nil
+	return tenant{path: path, lc: lc, shard: shard, c: c}, nil
 }
 
 // createWidget creates the Widget name in tn's workspace, once the bound resource is
@@ -300,11 +430,14 @@ func (e *kcpEnv) floor(ctx context.Context) (phase, error) {
 		return p, err
 	}
 	cnt := newCounter()
-	vw := &rest.Config{Host: e.vwURL, BearerToken: e.vwToken, TLSClientConfig: rest.TLSClientConfig{CAData: e.k.AdminConfig().CAData}}
-	vw.QPS, vw.Burst = 50, 100 // the runtime's defaults
-	vw.Wrap(cnt.wrap)
-	direct := rest.CopyConfig(vw)
-	direct.Host, direct.BearerToken = strings.TrimSuffix(e.k.URL(), "/"), e.directTok
+	vw, direct := rest.CopyConfig(e.vwID), rest.CopyConfig(e.directID)
+	// kcp's URL: the front-proxy on a sharded kcp, which routes /clusters/<tenant>
+	// to the tenant's shard.
+	direct.Host = strings.TrimSuffix(e.k.URL(), "/")
+	for _, c := range []*rest.Config{vw, direct} {
+		c.QPS, c.Burst = 50, 100 // the runtime's defaults
+		c.Wrap(cnt.wrap)
+	}
 	pfCfg := fast(e.platform.Config)
 	pfCfg.QPS, pfCfg.Burst = 50, 100
 	pfCfg.Wrap(cnt.wrap)
@@ -345,7 +478,7 @@ func (e *kcpEnv) floor(ctx context.Context) (phase, error) {
 		tn := e.tenants[i]
 		doneKey := tn.lc.String() + "/default/floor"
 		c := rest.CopyConfig(vw)
-		c.Host = e.vwURL + "/clusters/" + tn.lc.String()
+		c.Host = e.vwURLOf(tn) + "/clusters/" + tn.lc.String()
 		ws, err := client.New(c, client.Options{Scheme: benchScheme()})
 		if err != nil {
 			return err
@@ -541,7 +674,8 @@ func floorEvent(ctx context.Context, ws client.Client, w *widget.Widget, reason 
 // measures it bringing one object per tenant to Ready.
 func (e *kcpEnv) runtime(ctx context.Context, opts benchOptions) (phase, error) {
 	p := phase{n: len(e.tenants)}
-	watchCfg := &rest.Config{Host: e.vwURL + "/clusters/*", BearerToken: e.vwToken, TLSClientConfig: rest.TLSClientConfig{CAData: e.k.AdminConfig().CAData}}
+	watchCfg := rest.CopyConfig(e.vwID)
+	watchCfg.Host = e.vwURL + "/clusters/*"
 	watcher, err := watchReady(ctx, watchCfg)
 	if err != nil {
 		return p, err

@@ -65,6 +65,9 @@ func main() {
 		fmt.Fprintf(os.Stderr, "test binaries missing (%v): export \"$(hack/test-binaries.sh)\" first\n", err)
 		os.Exit(1)
 	}
+	if err := openTrace("bench"); err != nil {
+		fatalf("%v", err)
+	}
 	// Servers of a benchmark killed before it stopped them left files behind.
 	localenv.SweepStaleRunDirs()
 	defer localenv.RemoveRunDir()
