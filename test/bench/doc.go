@@ -25,7 +25,8 @@
 // processes; the local platform granting cluster access runs in this process.
 //
 // Run it with `make bench`. KSP_BENCH_PROFILES=<dir> saves heap and goroutine profiles
-// of the kcp-mode runtime's process with every workspace engaged and at convergence;
+// of the kcp-mode runtime's process with every workspace engaged and at convergence
+// (and of each replica at convergence);
 // KSP_BENCH_TRACE=1 logs every counted request, KSP_BENCH_TRACE=<dir> into one file
 // per process (the benchmark, each runtime process) in dir.
 package main

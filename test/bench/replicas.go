@@ -142,6 +142,7 @@ func runReplicas(ctx context.Context, env *localenv.Env, n, replicas int, opts b
 	for _, rt := range rts {
 		_, peak := rss(rt.pid())
 		res.rssPeak = append(res.rssPeak, peak)
+		rt.saveProfiles(fmt.Sprintf("replicas-%d-of-%d-%s-converged", n, replicas, rt.child.Name))
 	}
 	logf("replicas n=%d r=%d: all Ready %s, peak RSS %v MiB, shares %v", n, replicas, res.allReady.Round(time.Millisecond), res.rssPeak, res.owned)
 	if replicas < 2 {
