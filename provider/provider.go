@@ -32,8 +32,10 @@ type Reconciler[T Object] interface {
 	//
 	// The orphan sweep calls Delete too, for a tenant whose object vanished without the
 	// deletion sequence (its finalizer removed by hand, its kcp workspace force-removed):
-	// obj is then the object as the runtime last handed it to CreateOrUpdate (metadata
-	// and spec; the status is empty), marked as being deleted, and the tenant's access is revoked
+	// obj is then the object as the runtime last recorded it (metadata and spec, as it
+	// was last handed to CreateOrUpdate or, for a tenant whose access was never granted,
+	// as it was when its workload access was ordered: Delete may find nothing to
+	// delete; the status is empty), marked as being deleted, and the tenant's access is revoked
 	// only after Delete reports done; an error or InProgress is retried at the next
 	// sweep. In that call cluster.MCPFromCtx is nil (the end-user cluster may be gone,
 	// and no access is ordered for a tenant without object); cluster.WorkloadFromCtx is

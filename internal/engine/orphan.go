@@ -127,7 +127,7 @@ func recordOf(clusterName string, obj provider.Object) (string, error) {
 // without the deletion sequence; the orphan sweep calls it with the tenant's
 // AccessRequests before it revokes them. done is true once Delete reported done, or
 // when there is nothing to call it with (no usable record: a tenant recorded by an
-// older runtime, or one the provider was never called for); false with or without an
+// older runtime, or one whose object went before its workload access was ordered); false with or without an
 // error means "call again on the next sweep", and the sweep keeps the requests until
 // then.
 //

@@ -146,11 +146,15 @@ type kcpRun struct {
 // Retry timing of the supervisor. A configuration's failure is often fixed outside the
 // ProviderConfig (a workspace created, a permission granted in kcp), so a failing one
 // is retried on its own: after kcpRetryMin, doubling up to kcpRetryMax. Changes of the
-// ProviderConfig and its Secret arrive through watches; kcpResync is the safety net.
+// ProviderConfig and its Secret arrive through watches; kcpResync is the safety net,
+// kcpReadRetry the next look after the platform did not answer. Each pass reads both
+// objects past the cache: at 30 s the safety net cost 4 requests a minute for ever,
+// about 0.05 requests per object while 500 workspaces' objects became Ready.
 const (
-	kcpRetryMin = time.Second
-	kcpRetryMax = 10 * time.Second
-	kcpResync   = 30 * time.Second
+	kcpRetryMin  = time.Second
+	kcpRetryMax  = 10 * time.Second
+	kcpResync    = 5 * time.Minute
+	kcpReadRetry = 30 * time.Second
 )
 
 // Active says whether kcp mode is running: spec.kcp is set, the APIExport is
@@ -247,7 +251,7 @@ func (s *Supervisor) sync(ctx context.Context, logger logr.Logger, poke func()) 
 		// The platform cluster did not answer: keep what runs (a transient read error
 		// must not look like "kcp removed").
 		logger.Error(err, "reading the ProviderConfig; keeping the current state")
-		return kcpResync
+		return kcpReadRetry
 	}
 	s.secret.follow(ctx, s.opts.PlatformConfig, secretOf(pc), poke)
 	s.mu.Lock()

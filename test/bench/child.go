@@ -41,6 +41,8 @@ type snapshotJSON struct {
 	Counts     map[string]int `json:"counts"`
 	ByResource map[string]int `json:"byResource"`
 	Reconciles int            `json:"reconciles"`
+	// RefusedTokens: snapshot.refusedTokens.
+	RefusedTokens int `json:"refusedTokens"`
 }
 
 // runtimeChildMain is the runtime's process: the same builder call as a provider's
@@ -93,7 +95,7 @@ func runtimeChildMain(args []string) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/counts", func(w http.ResponseWriter, _ *http.Request) {
 		s := cnt.snapshot()
-		_ = json.NewEncoder(w).Encode(snapshotJSON{Counts: s.counts, ByResource: s.byResource, Reconciles: serviceReconciles()})
+		_ = json.NewEncoder(w).Encode(snapshotJSON{Counts: s.counts, ByResource: s.byResource, Reconciles: serviceReconciles(), RefusedTokens: s.refusedTokens})
 	})
 	mux.HandleFunc("/active", func(w http.ResponseWriter, _ *http.Request) {
 		if !rt.KCPActive() {
@@ -197,7 +199,7 @@ func (p *runtimeProcess) snapshot() (snapshot, error) {
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
 		return snapshot{}, err
 	}
-	return snapshot{counts: s.Counts, byResource: s.ByResource, reconciles: s.Reconciles}, nil
+	return snapshot{counts: s.Counts, byResource: s.ByResource, reconciles: s.Reconciles, refusedTokens: s.RefusedTokens}, nil
 }
 
 // active reports whether kcp mode serves.

@@ -50,6 +50,9 @@ type counter struct {
 	counts map[string]int
 	// byResource counts requests by verb and resource, to say what they were.
 	byResource map[string]int
+	// refusedTokens counts the TokenRequests that minted nothing (refused while a new
+	// binding had not reached the authorizer yet, and retried), among counts'.
+	refusedTokens int
 }
 
 func newCounter() *counter {
@@ -64,7 +67,7 @@ func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
 		c.counts[verb]++
 		c.byResource[verb+" "+resource]++
 		c.mu.Unlock()
-		if !trace {
+		if !trace && verb != "tokenrequest" {
 			return rt.RoundTrip(req)
 		}
 		start := time.Now()
@@ -72,6 +75,14 @@ func (c *counter) wrap(rt http.RoundTripper) http.RoundTripper {
 		code := 0
 		if resp != nil {
 			code = resp.StatusCode
+		}
+		if verb == "tokenrequest" && (code < 200 || code > 299) {
+			c.mu.Lock()
+			c.refusedTokens++
+			c.mu.Unlock()
+		}
+		if !trace {
+			return resp, err
 		}
 		fmt.Fprintf(traceOut, "TRACE %s %s %s %d %s %v\n", start.Format("15:04:05.000"), verb, req.URL.Path, code, time.Since(start).Round(time.Millisecond), err)
 		return resp, err
@@ -85,12 +96,17 @@ type snapshot struct {
 	// reconciles counts the runtime's reconciles of Service objects (kcp mode's
 	// runtime process only).
 	reconciles int
+	// refusedTokens: counter.refusedTokens.
+	refusedTokens int
 }
+
+// mintedTokens is the number of TokenRequests that minted a token.
+func (s snapshot) mintedTokens() int { return s.counts["tokenrequest"] - s.refusedTokens }
 
 func (c *counter) snapshot() snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := snapshot{counts: map[string]int{}, byResource: map[string]int{}}
+	s := snapshot{counts: map[string]int{}, byResource: map[string]int{}, refusedTokens: c.refusedTokens}
 	for k, v := range c.counts {
 		s.counts[k] = v
 	}
@@ -102,7 +118,8 @@ func (c *counter) snapshot() snapshot {
 
 // sub is s minus an earlier snapshot.
 func (s snapshot) sub(earlier snapshot) snapshot {
-	d := snapshot{counts: map[string]int{}, byResource: map[string]int{}, reconciles: s.reconciles - earlier.reconciles}
+	d := snapshot{counts: map[string]int{}, byResource: map[string]int{}, reconciles: s.reconciles - earlier.reconciles,
+		refusedTokens: s.refusedTokens - earlier.refusedTokens}
 	for k, v := range s.counts {
 		d.counts[k] = v - earlier.counts[k]
 	}
