@@ -106,7 +106,10 @@ func testScheme(t *testing.T) *runtime.Scheme {
 //   - once granted, a poll of the tenant (another Ensure with nothing changed) reads
 //     only the two requests, which the runtime's platform client serves from its
 //     informer cache: not the access Secret, not the tenant's namespace. A change to
-//     the AccessRequest ends that at once.
+//     the grant ends that at once; a write that leaves the grant as it was does not.
+//
+// It also checks that the namespace is created without a read, and that a record
+// kept before the AccessRequest existed is written with its create.
 func TestGrantedAccessIsRoutedAndRemembered(t *testing.T) {
 	ctx := context.Background()
 	scheme := testScheme(t)
@@ -135,15 +138,23 @@ func TestGrantedAccessIsRoutedAndRemembered(t *testing.T) {
 	ns := id.TenantNamespace()
 
 	// The ClusterRequest is ordered first; the scheduler grants it on a shared Cluster.
-	// The tenant's platform namespace is read once, when it is created; later passes
-	// know it exists.
+	// The tenant's platform namespace is created, not read: later passes know it
+	// exists.
 	first := countGets(func() {
 		if _, err := o.Ensure(ctx, key); err == nil {
 			t.Fatal("Ensure returned an access before anything was granted")
 		}
 	})
-	if n := first["*v1.Namespace"]; n != 1 {
-		t.Errorf("the first Ensure read the tenant namespace %d times, want 1", n)
+	if n := first["*v1.Namespace"]; n != 0 {
+		t.Errorf("the first Ensure read the tenant namespace %d times, want 0 (it creates it)", n)
+	}
+	if err := platform.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}); err != nil {
+		t.Errorf("the tenant namespace %s was not created: %v", ns, err)
+	}
+	// The engine records the object before the workload access is ordered; without an
+	// AccessRequest yet, the record waits for its create.
+	if err := o.Record(ctx, key, "example.com/record", "v0"); err != nil {
+		t.Fatal(err)
 	}
 	crs := &clustersv1alpha1.ClusterRequestList{}
 	if err := platform.List(ctx, crs, client.InNamespace(ns)); err != nil || len(crs.Items) != 1 {
@@ -188,6 +199,9 @@ func TestGrantedAccessIsRoutedAndRemembered(t *testing.T) {
 	}
 	if ar.Spec.Token == nil {
 		t.Error("AccessRequest asks for no token")
+	}
+	if got := ar.Annotations["example.com/record"]; got != "v0" {
+		t.Errorf("AccessRequest created with record %q, want the one kept before it existed (v0)", got)
 	}
 
 	// The cluster provider grants it.
@@ -244,23 +258,43 @@ func TestGrantedAccessIsRoutedAndRemembered(t *testing.T) {
 		t.Errorf("a poll after the runtime's own Record read the access Secret %d times, want 0", n)
 	}
 
-	// The AccessRequest changes (here: the platform writes its status again): the next
-	// Ensure takes the full pass and reads the Secret.
+	// The platform writes the request's status again without changing the grant (a
+	// condition of its own): the next poll still reads no Secret.
 	if err := platform.Get(ctx, client.ObjectKeyFromObject(ar), ar); err != nil {
 		t.Fatal(err)
 	}
-	ar.Status.Conditions = append(ar.Status.Conditions, metav1.Condition{Type: "Renewed", Status: metav1.ConditionTrue,
-		Reason: "Renewed", LastTransitionTime: metav1.Now()})
+	ar.Status.Conditions = append(ar.Status.Conditions, metav1.Condition{Type: "Checked", Status: metav1.ConditionTrue,
+		Reason: "Checked", LastTransitionTime: metav1.Now()})
+	if err := platform.Status().Update(ctx, ar); err != nil {
+		t.Fatal(err)
+	}
+	bookkeeping := countGets(func() {
+		if a, err := o.Ensure(ctx, key); err != nil || a != granted {
+			t.Fatalf("a poll after the platform's status write returned %p, %v; want the remembered access %p", a, err, granted)
+		}
+	})
+	if n := bookkeeping["*v1.Secret"]; n != 0 {
+		t.Errorf("a poll after a status write that left the grant as it was read the access Secret %d times, want 0", n)
+	}
+
+	// The grant changes (here: the platform names a new Secret): the next Ensure takes
+	// the full pass and reads it.
+	renewed := secret.DeepCopy()
+	renewed.Name, renewed.ResourceVersion = ar.Name+"-2", ""
+	if err := platform.Create(ctx, renewed); err != nil {
+		t.Fatal(err)
+	}
+	ar.Status.SecretRef = &commonapi.LocalObjectReference{Name: renewed.Name}
 	if err := platform.Status().Update(ctx, ar); err != nil {
 		t.Fatal(err)
 	}
 	again := countGets(func() {
 		if _, err := o.Ensure(ctx, key); err != nil {
-			t.Fatalf("Ensure after the AccessRequest changed: %v", err)
+			t.Fatalf("Ensure after the grant changed: %v", err)
 		}
 	})
 	if again["*v1.Secret"] != 1 {
-		t.Errorf("after the AccessRequest changed, Ensure read the Secret %d times, want 1 (reads: %v)", again["*v1.Secret"], again)
+		t.Errorf("after the grant changed, Ensure read the Secret %d times, want 1 (reads: %v)", again["*v1.Secret"], again)
 	}
 }
 
