@@ -123,7 +123,8 @@ type Requester struct {
 	// informer cache shows it (route.go).
 	routed map[client.ObjectKey]time.Time
 	// records holds, by tenantKey, the annotations Record was asked to keep while the
-	// tenant had no AccessRequest, for routeAccessRequest to create it with.
+	// tenant had no AccessRequest, for routeAccessRequest to create it with; only
+	// until Record sees the request.
 	records map[string]map[string]string
 }
 
@@ -288,14 +289,15 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 	if a, err := r.current(lctx, key); a != nil || err != nil {
 		return a, err
 	}
-	namespace, err := r.opts.Registration.Parameterize(key.Request, key.Identity).Namespace()
+	reg := r.opts.Registration.Parameterize(key.Request, key.Identity)
+	namespace, err := reg.Namespace()
 	if err != nil {
-		return nil, fmt.Errorf("platform namespace of %s access: %w", r.opts.Registration.ID(), err)
+		return nil, fmt.Errorf("platform namespace of %s access: %w", reg.ID(), err)
 	}
 	if err := r.ensureNamespace(ctx, namespace); err != nil {
 		return nil, r.orderingFailed(key, err)
 	}
-	if err := r.routeAccessRequest(ctx, key); err != nil {
+	if err := r.routeAccessRequest(ctx, key, reg, namespace); err != nil {
 		if _, waiting := AsWaiting(err); waiting {
 			return nil, err
 		}
@@ -741,6 +743,11 @@ func (r *Requester) Record(ctx context.Context, key Key, annotation, value strin
 		r.mu.Unlock()
 		return nil
 	}
+	// The request exists: what was kept for its create has served (or the library
+	// created it without), and from here on the request holds the value.
+	r.mu.Lock()
+	delete(r.records, tenantKey(key))
+	r.mu.Unlock()
 	if !ar.DeletionTimestamp.IsZero() || ar.Annotations[annotation] == value {
 		return nil
 	}

@@ -40,14 +40,12 @@ import (
 // always does. For a registration on a ClusterRequest the runtime does not own (a
 // ControlPlane's), the tenant waits for that grant here, before the library creates a
 // request that could only be answered with backoff.
-func (r *Requester) routeAccessRequest(ctx context.Context, key Key) error {
-	reg := r.opts.Registration.Parameterize(key.Request, key.Identity)
+//
+// reg is the registration for the tenant and namespace its platform namespace, as
+// Ensure derived them.
+func (r *Requester) routeAccessRequest(ctx context.Context, key Key, reg advanced.ParameterizedClusterRegistration, namespace string) error {
 	if !reg.AccessRequestAvailable() {
 		return nil
-	}
-	namespace, err := reg.Namespace()
-	if err != nil {
-		return fmt.Errorf("platform namespace of %s access: %w", reg.ID(), err)
 	}
 	suffix := reg.Suffix()
 	if suffix == "" {
