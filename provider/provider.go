@@ -23,7 +23,8 @@ type Reconciler[T Object] interface {
 	// obj, the ProviderConfig or the tenant's credentials change, so it must be
 	// idempotent. It may record what it installed in obj's status Resources, add
 	// conditions of its own, fill status fields of its own type and set labels on obj;
-	// the runtime writes them with its own status in one write. An error is retried with
+	// the runtime writes the labels first, then the status, its own with the
+	// provider's in one write (so a Ready object already carries the labels). An error is retried with
 	// backoff, unless it is Terminal. A panic is recovered: the object shows
 	// Ready=False with reason ProviderPanic and the runtime retries with backoff.
 	CreateOrUpdate(ctx context.Context, obj T) (Result, error)

@@ -63,6 +63,9 @@ type laggingServer struct {
 	req                          mcreconcile.Request
 	lagging                      *widget.Widget
 	statusWrites, metadataWrites int
+	// labelsAtStatusWrite are the object's labels on the server when the last status
+	// write arrived.
+	labelsAtStatusWrite map[string]string
 }
 
 func newLaggingServer(t testing.TB, obj *widget.Widget, r provider.Reconciler[*widget.Widget]) *laggingServer {
@@ -83,6 +86,11 @@ func newLaggingServer(t testing.TB, obj *widget.Widget, r provider.Reconciler[*w
 			},
 			SubResourcePatch: func(ctx context.Context, c ctrlclient.Client, sub string, o ctrlclient.Object, p ctrlclient.Patch, opts ...ctrlclient.SubResourcePatchOption) error {
 				s.statusWrites++
+				held := &widget.Widget{}
+				if err := c.Get(ctx, ctrlclient.ObjectKeyFromObject(o), held); err != nil {
+					return err
+				}
+				s.labelsAtStatusWrite = held.Labels
 				return c.SubResource(sub).Patch(ctx, o, p, opts...)
 			},
 		}).Build()

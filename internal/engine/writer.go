@@ -19,8 +19,10 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 )
 
-// writer writes what one reconcile changed on the object, once, at its end: the whole
-// status subresource in one patch, and the labels the provider set in another.
+// writer writes what one reconcile changed on the object, once, at its end: the labels
+// the provider set in one patch, then the whole status subresource in another. Labels
+// go first so that whoever sees the status the provider reported (Ready=True, say)
+// also sees the labels it set along with it.
 //
 // The status is the object's as the provider left it, with the runtime's fields
 // (Ready, phase, observed generation, identity) set by the engine: a provider that
@@ -56,21 +58,36 @@ func (w *writer[T]) finish(ctx context.Context, res reconcile.Result, err error)
 	if errors.Is(err, errGone) {
 		return reconcile.Result{}, nil
 	}
-	// Computed before the status write, which replaces the object in memory with the
-	// server's answer.
-	labelPatch, lerr := w.labelPatch()
+	lerr := w.writeLabels(ctx)
+	// The status goes out even when the labels did not: its conditions say what the
+	// provider reported, and the failed label write comes back with the retry.
+	if werr := w.writeStatus(ctx); werr != nil {
+		return reconcile.Result{}, errors.Join(err, lerr, werr)
+	}
 	if lerr != nil {
 		return reconcile.Result{}, errors.Join(err, lerr)
 	}
-	if werr := w.writeStatus(ctx); werr != nil {
-		return reconcile.Result{}, errors.Join(err, werr)
-	}
-	if labelPatch != nil {
-		if perr := w.client.Patch(ctx, w.obj, client.RawPatch(types.MergePatchType, labelPatch)); perr != nil && !apierrors.IsNotFound(perr) {
-			return reconcile.Result{}, errors.Join(err, fmt.Errorf("writing the provider's labels: %w", perr))
-		}
-	}
 	return res, err
+}
+
+// writeLabels patches the labels the provider changed, if any. The patch answers on a
+// copy: the server's answer holds the status as stored, and the object in memory must
+// keep the status the provider left for writeStatus. Only the new resourceVersion is
+// taken over, the version the status is then written over.
+func (w *writer[T]) writeLabels(ctx context.Context) error {
+	patch, err := w.labelPatch()
+	if err != nil || patch == nil {
+		return err
+	}
+	answer := w.obj.DeepCopyObject().(T)
+	if err := w.client.Patch(ctx, answer, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("writing the provider's labels: %w", err)
+	}
+	w.obj.SetResourceVersion(answer.GetResourceVersion())
+	return nil
 }
 
 // writeStatus patches the status when it changed.

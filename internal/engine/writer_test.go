@@ -39,7 +39,8 @@ func (p *ownStatusProvider) Delete(context.Context, *widget.Widget) (provider.Re
 // written in the same single status write as the runtime's Ready condition, phases of
 // the provider's own words included; an unchanged status is not written again, even
 // from a cache that lags behind that write; the labels the provider sets or removes on
-// its object are written without touching the ones the user set, even meanwhile.
+// its object are written without touching the ones the user set, even meanwhile, and
+// before the status: whoever sees Ready sees the provider's labels.
 func TestProviderOwnStatusAndLabels(t *testing.T) {
 	obj := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "default", UID: "u1", Finalizers: []string{testFinalizer},
 		Labels: map[string]string{"team": "a", "stale": "x"}}}
@@ -68,6 +69,9 @@ func TestProviderOwnStatusAndLabels(t *testing.T) {
 	want := map[string]string{"team": "a", "env": "prod", widget.ColorLabel: "blue"}
 	if len(got.Labels) != len(want) || got.Labels["team"] != "a" || got.Labels["env"] != "prod" || got.Labels[widget.ColorLabel] != "blue" {
 		t.Errorf("labels %v, want %v: the provider's set, its removal done, the user's kept", got.Labels, want)
+	}
+	if s.labelsAtStatusWrite[widget.ColorLabel] != "blue" {
+		t.Errorf("labels %v when the status was written, want the provider's %s already there", s.labelsAtStatusWrite, widget.ColorLabel)
 	}
 
 	// Nothing changed: nothing is written.
