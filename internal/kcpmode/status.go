@@ -183,14 +183,16 @@ type secretWatch struct {
 	cancel context.CancelFunc
 }
 
-// follow makes the watch follow ref (nil: no watch).
-func (w *secretWatch) follow(ctx context.Context, cfg *rest.Config, ref *client.ObjectKey, poke func()) {
+// follow makes the watch follow ref (nil: no watch). It reports false when the watch
+// could not be set up: the caller then re-reads the Secret at its read-retry pace, and
+// follow tries the watch again on that pass.
+func (w *secretWatch) follow(ctx context.Context, cfg *rest.Config, ref *client.ObjectKey, poke func()) bool {
 	if ref != nil && w.cancel != nil && *ref == w.ref {
-		return
+		return true
 	}
 	w.stop()
 	if ref == nil {
-		return
+		return true
 	}
 	secret := &metav1.PartialObjectMetadata{}
 	secret.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
@@ -202,12 +204,13 @@ func (w *secretWatch) follow(ctx context.Context, cfg *rest.Config, ref *client.
 		err = onChange(ctx, c, secret, poke)
 	}
 	if err != nil {
-		log.FromContext(ctx).Error(err, "watching the kcp kubeconfig Secret; it is re-read every 30s instead", "secret", ref)
-		return
+		log.FromContext(ctx).Error(err, "watching the kcp kubeconfig Secret; it is re-read every "+kcpReadRetry.String()+" instead", "secret", ref)
+		return false
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	w.ref, w.cancel = *ref, cancel
 	go func() { _ = c.Start(wctx) }()
+	return true
 }
 
 func (w *secretWatch) stop() {

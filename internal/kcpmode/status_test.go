@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -117,5 +119,20 @@ func TestClassify(t *testing.T) {
 		if got := reasonOf(classify(tc.err, want)); got != tc.reason {
 			t.Errorf("%v: reason %s, want %s", tc.err, got, tc.reason)
 		}
+	}
+}
+
+// TestSecretWatchSaysWhenItIsMissing: a Secret watch that cannot be set up is
+// reported, so that the supervisor re-reads the Secret at its read-retry pace instead
+// of the five-minute safety net; no Secret to follow needs no watch.
+func TestSecretWatchSaysWhenItIsMissing(t *testing.T) {
+	ref := client.ObjectKey{Namespace: "ns", Name: "kcp-kubeconfig"}
+	unusable := &rest.Config{Host: "https://platform.invalid", TLSClientConfig: rest.TLSClientConfig{CAFile: filepath.Join(t.TempDir(), "missing-ca.crt")}}
+	w := &secretWatch{}
+	if w.follow(t.Context(), unusable, &ref, func() {}) {
+		t.Error("follow reported a watch it could not set up")
+	}
+	if !w.follow(t.Context(), unusable, nil, func() {}) {
+		t.Error("follow of no Secret reported a missing watch")
 	}
 }

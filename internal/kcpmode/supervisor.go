@@ -253,7 +253,12 @@ func (s *Supervisor) sync(ctx context.Context, logger logr.Logger, poke func()) 
 		logger.Error(err, "reading the ProviderConfig; keeping the current state")
 		return kcpReadRetry
 	}
-	s.secret.follow(ctx, s.opts.PlatformConfig, secretOf(pc), poke)
+	// The safety net's pace, unless the Secret's watch is missing and only re-reads
+	// see it change.
+	resync := kcpResync
+	if !s.secret.follow(ctx, s.opts.PlatformConfig, secretOf(pc), poke) {
+		resync = kcpReadRetry
+	}
 	s.mu.Lock()
 	running := s.current
 	s.wanted = pc != nil && kcpOf(pc) != nil
@@ -272,12 +277,12 @@ func (s *Supervisor) sync(ctx context.Context, logger logr.Logger, poke func()) 
 		if pc != nil {
 			s.report(ctx, pc, metav1.ConditionFalse, v1alpha1.ReasonKCPNotConfigured, "spec.kcp is not set: kcp mode is off")
 		}
-		return kcpResync
+		return resync
 	case running != nil && running.digest == want.digest:
 		s.failing = kcpFailing{}
 		s.setErr(nil)
 		s.reportActive(ctx, pc, running)
-		return kcpResync
+		return resync
 	}
 	if s.failing.key == want.digest && time.Now().Before(s.failing.retryAt) {
 		return time.Until(s.failing.retryAt)
@@ -296,7 +301,7 @@ func (s *Supervisor) sync(ctx context.Context, logger logr.Logger, poke func()) 
 	s.setErr(nil)
 	logger.Info("kcp mode running", "providerWorkspace", want.workspace)
 	s.reportActive(ctx, pc, run)
-	return kcpResync
+	return resync
 }
 
 // failed records that the current spec.kcp does not work: what runs keeps running,
