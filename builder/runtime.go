@@ -268,7 +268,9 @@ func (r *Runtime[T]) platformManagerOptions(opts Options, mode string) manager.O
 			// would watch every Secret on the platform cluster.
 			DisableFor: []client.Object{&corev1.Secret{}, &corev1.Namespace{}},
 		}},
-		Cache: cache.Options{},
+		// Nothing the runtime or the clusteraccess library does reads managed fields;
+		// dropping them from cached objects saves their memory in every replica.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 	}
 }
 

@@ -176,7 +176,10 @@ func (w *AccessWatch) Source(lister engine.ClusterLister) source.TypedSource[mcr
 // watch starts a wildcard cache of the watched types on cfg's virtual workspace; w.mu
 // held.
 func (w *AccessWatch) watch(cfg *rest.Config) error {
-	c, err := mcpcache.NewWildcardCache(cfg, cache.Options{Scheme: w.scheme, DefaultLabelSelector: w.selector})
+	// Managed fields are dropped from the cached copies: neither drift nor the Minter
+	// reads them, and every replica holds these objects of every workspace.
+	c, err := mcpcache.NewWildcardCache(cfg, cache.Options{Scheme: w.scheme, DefaultLabelSelector: w.selector,
+		DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		return fmt.Errorf("access watch of %s: %w", cfg.Host, err)
 	}
