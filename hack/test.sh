@@ -36,5 +36,15 @@ go test -run '^$' -fuzz FuzzIdentityNames -fuzztime 20000x ./cluster/
 slow=(./test/e2e-kcp ./test/e2e-faults ./test/e2e-binary)
 mod=$(go list -m)
 rest=$(go list ./... | grep -vxF -e "$mod/test/e2e-kcp" -e "$mod/test/e2e-faults" -e "$mod/test/e2e-binary")
+# A failing test prints the logs of its servers after its "--- FAIL" line, and a CI
+# page shows the end of the output: the names of the failures are repeated last.
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+status=0
 # shellcheck disable=SC2086 # rest is one package per word
-go test -p 2 -timeout 45m -count=1 "$@" "${slow[@]}" $rest
+go test -p 2 -timeout 45m -count=1 "$@" "${slow[@]}" $rest 2>&1 | tee "$out" || status=$?
+if [ "$status" -ne 0 ]; then
+  echo "test: failed (go test exit $status):" >&2
+  grep -E '^[[:space:]]*--- FAIL|^FAIL[[:space:]]|^panic: ' "$out" >&2 || true
+fi
+exit "$status"
