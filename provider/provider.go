@@ -24,9 +24,10 @@ type Reconciler[T Object] interface {
 	// idempotent. It may record what it installed in obj's status Resources, add
 	// conditions of its own, fill status fields of its own type and set labels on obj;
 	// the runtime writes the labels first, then the status, its own with the
-	// provider's in one write (so a Ready object already carries the labels). An error is retried with
-	// backoff, unless it is Terminal. A panic is recovered: the object shows
-	// Ready=False with reason ProviderPanic and the runtime retries with backoff.
+	// provider's in one write (so a Ready object already carries the labels). An
+	// error is retried with backoff, unless it is Terminal. A panic is recovered: the
+	// object shows Ready=False with reason ProviderPanic and the runtime retries with
+	// backoff.
 	CreateOrUpdate(ctx context.Context, obj T) (Result, error)
 	// Delete removes what CreateOrUpdate installed. The runtime removes the tenant's
 	// cluster access and the finalizer after Delete reports done.

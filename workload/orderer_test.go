@@ -231,13 +231,19 @@ func TestGrantedAccessIsRoutedAndRemembered(t *testing.T) {
 			full["*v1.Secret"], full["*v1.Namespace"], full)
 	}
 
+	// pollRemembered polls the tenant (an Ensure that must answer with the remembered
+	// access) and returns what the poll read, by type.
+	pollRemembered := func(what string) map[string]int {
+		t.Helper()
+		return countGets(func() {
+			if a, err := o.Ensure(ctx, key); err != nil || a != granted {
+				t.Fatalf("%s returned %p, %v; want the remembered access %p", what, a, err, granted)
+			}
+		})
+	}
+
 	// A poll: nothing changed.
-	poll := countGets(func() {
-		a, err := o.Ensure(ctx, key)
-		if err != nil || a != granted {
-			t.Fatalf("a poll returned %p, %v; want the remembered access %p", a, err, granted)
-		}
-	})
+	poll := pollRemembered("a poll")
 	for kind, n := range poll {
 		if kind != "*v1alpha1.AccessRequest" && kind != "*v1alpha1.ClusterRequest" {
 			t.Errorf("a poll read %s %d times; want only the requests (reads: %v)", kind, n, poll)
@@ -249,12 +255,7 @@ func TestGrantedAccessIsRoutedAndRemembered(t *testing.T) {
 	if err := o.Record(ctx, key, "example.com/record", "v1"); err != nil {
 		t.Fatal(err)
 	}
-	afterRecord := countGets(func() {
-		if a, err := o.Ensure(ctx, key); err != nil || a != granted {
-			t.Fatalf("a poll after Record returned %p, %v; want the remembered access %p", a, err, granted)
-		}
-	})
-	if n := afterRecord["*v1.Secret"]; n != 0 {
+	if n := pollRemembered("a poll after Record")["*v1.Secret"]; n != 0 {
 		t.Errorf("a poll after the runtime's own Record read the access Secret %d times, want 0", n)
 	}
 
@@ -268,12 +269,7 @@ func TestGrantedAccessIsRoutedAndRemembered(t *testing.T) {
 	if err := platform.Status().Update(ctx, ar); err != nil {
 		t.Fatal(err)
 	}
-	bookkeeping := countGets(func() {
-		if a, err := o.Ensure(ctx, key); err != nil || a != granted {
-			t.Fatalf("a poll after the platform's status write returned %p, %v; want the remembered access %p", a, err, granted)
-		}
-	})
-	if n := bookkeeping["*v1.Secret"]; n != 0 {
+	if n := pollRemembered("a poll after the platform's status write")["*v1.Secret"]; n != 0 {
 		t.Errorf("a poll after a status write that left the grant as it was read the access Secret %d times, want 0", n)
 	}
 
