@@ -70,7 +70,7 @@ func kcpChecks(sup *kcpmode.Supervisor) (live, ready map[string]healthz.Checker)
 func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.Manager, error) {
 	// One watch of the Service type serves every workspace (workspaces.SharedWatch).
 	objects := workspaces.NewSharedWatch(r.decl.newObject(), r.decl.newList)
-	mcProvider, err := objects.NewProvider(c.VirtualWorkspace, c.EndpointSlice, r.decl.scheme)
+	mcProvider, err := objects.NewProvider(c.VirtualWorkspace, c.EndpointSlice, r.decl.name, r.decl.scheme)
 	if err != nil {
 		return nil, fmt.Errorf("kcp apiexport provider: %w", err)
 	}

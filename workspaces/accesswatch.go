@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"time"
 
 	kcpcache "github.com/kcp-dev/apimachinery/v2/pkg/cache"
 	"github.com/kcp-dev/logicalcluster/v3"
@@ -54,7 +55,18 @@ type AccessWatch struct {
 	lister  engine.ClusterLister
 	// watches are the running watches, by virtual workspace URL.
 	watches map[string]*vwWatch
+	// failures counts the failed attempts to watch a virtual workspace, by URL, for
+	// the backoff of the next.
+	failures map[string]int
 }
+
+// Backoff of a virtual workspace whose watch could not be set up (it does not serve
+// the claimed resources yet, say): tried again after accessRetryMin, doubling up to
+// accessRetryMax, until it works or the virtual workspace goes.
+const (
+	accessRetryMin = time.Second
+	accessRetryMax = time.Minute
+)
 
 // vwWatch is the watch of one virtual workspace: an informer per watched type (Get
 // reads them) and the stop of its cache.
@@ -67,7 +79,7 @@ type vwWatch struct {
 // names the minters that keep them.
 func NewAccessWatch(scheme *runtime.Scheme, managedBy map[string]string) *AccessWatch {
 	return &AccessWatch{scheme: scheme, selector: labels.SelectorFromSet(managedBy),
-		configs: map[string]*rest.Config{}, watches: map[string]*vwWatch{}}
+		configs: map[string]*rest.Config{}, watches: map[string]*vwWatch{}, failures: map[string]int{}}
 }
 
 // ReportTo names the minters whose objects are watched (the provider's credential and,
@@ -127,7 +139,8 @@ func (w *AccessWatch) Get(cluster logicalcluster.Name, key client.ObjectKey, obj
 var errNotWatched = errors.New("access watch not synced")
 
 // VirtualWorkspace is told of a virtual workspace (one per kcp shard); it watches it
-// once the source runs.
+// once the source runs. A watch that cannot be set up is retried with backoff, and
+// meanwhile Get sends the Minters' reads to the server: it never fails the caller.
 func (w *AccessWatch) VirtualWorkspace(cfg *rest.Config) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -138,7 +151,8 @@ func (w *AccessWatch) VirtualWorkspace(cfg *rest.Config) error {
 	if w.queue == nil {
 		return nil
 	}
-	return w.watch(cfg)
+	w.tryWatch(cfg)
+	return nil
 }
 
 // VirtualWorkspaceGone is told of a virtual workspace that left the endpoint slice
@@ -148,10 +162,37 @@ func (w *AccessWatch) VirtualWorkspaceGone(url string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.configs, url)
+	delete(w.failures, url)
 	if vw := w.watches[url]; vw != nil {
 		vw.stop()
 		delete(w.watches, url)
 	}
+}
+
+// tryWatch watches cfg's virtual workspace, or tries again after a backoff; w.mu
+// held.
+func (w *AccessWatch) tryWatch(cfg *rest.Config) {
+	err := w.watch(cfg)
+	if err == nil {
+		delete(w.failures, cfg.Host)
+		return
+	}
+	w.failures[cfg.Host]++
+	n := w.failures[cfg.Host]
+	wait := min(accessRetryMin<<min(n-1, 10), accessRetryMax)
+	log.FromContext(w.ctx).Error(err, "watching the runtime's objects through a virtual workspace; retrying with backoff",
+		"virtualWorkspace", cfg.Host, "attempts", n, "retryIn", wait)
+	ctx := w.ctx
+	time.AfterFunc(wait, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		// Only while this virtual workspace is still wanted, unwatched, and the
+		// source runs.
+		if ctx.Err() != nil || w.ctx != ctx || w.configs[cfg.Host] != cfg || w.watches[cfg.Host] != nil {
+			return
+		}
+		w.tryWatch(cfg)
+	})
 }
 
 // Source returns the controller's source of repair requests; lister lists the
@@ -165,9 +206,7 @@ func (w *AccessWatch) Source(lister engine.ClusterLister) source.TypedSource[mcr
 		}
 		w.ctx, w.queue, w.lister = ctx, q, lister
 		for _, cfg := range w.configs {
-			if err := w.watch(cfg); err != nil {
-				return err
-			}
+			w.tryWatch(cfg)
 		}
 		return nil
 	})

@@ -9,14 +9,11 @@ import (
 	"github.com/kcp-dev/logicalcluster/v3"
 	mcpcache "github.com/kcp-dev/multicluster-provider/pkg/cache"
 	mcrecorder "github.com/kcp-dev/multicluster-provider/pkg/events/recorder"
-	mcpprovider "github.com/kcp-dev/multicluster-provider/pkg/provider"
-	apisv1alpha1 "github.com/kcp-dev/sdk/apis/apis/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -26,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kcpprovider"
 )
 
 // SharedWatch delivers the events of the Service objects of every engaged workspace
@@ -69,16 +68,17 @@ func NewSharedWatch(obj client.Object, newList func() client.ObjectList) *Shared
 
 // NewCluster is kcp's default scoped cluster; it also remembers the wildcard cache
 // behind it (one per virtual workspace shard) and, once the source runs, adds the
-// shared handler to that cache's informer of the Service type.
+// shared handler to that cache's informer of the Service type. A failure fails the
+// workspace's engagement, which the provider retries: a virtual workspace counts as
+// known only once its handler and hooks succeeded.
 func (w *SharedWatch) NewCluster(cfg *rest.Config, name logicalcluster.Name, wildcard mcpcache.WildcardCache, scheme *runtime.Scheme, recorders mcrecorder.EventRecorderGetter) (*mcpcache.ScopedCluster, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	url := cfg.Host
 	if w.caches[url] != wildcard {
-		// A shard's virtual workspace that left the endpoint slice and came back has
-		// a new cache; the old one stopped with its endpoint.
+		// A shard's virtual workspace that left the endpoint slice and came back, or
+		// whose watch was started anew, has a new cache; the old one stopped.
 		w.forget(url)
-		w.caches[url] = wildcard
 		if w.queue != nil {
 			if err := w.addHandler(url, wildcard); err != nil {
 				return nil, err
@@ -86,34 +86,27 @@ func (w *SharedWatch) NewCluster(cfg *rest.Config, name logicalcluster.Name, wil
 		}
 		for _, hook := range w.vwHooks {
 			if err := hook(cfg); err != nil {
+				if stop := w.stops[url]; stop != nil {
+					stop()
+				}
+				delete(w.stops, url)
 				return nil, err
 			}
 		}
+		w.caches[url] = wildcard
 	}
 	return mcpcache.NewScopedCluster(cfg, name, wildcard, scheme, recorders)
 }
 
-// NewProvider returns kcp's APIExport provider for the virtual workspace of the
-// endpoint slice endpointSlice, built from its parts with the options kcp's
-// apiexport.New sets, plus NewCluster: apiexport.New has no way to pass it.
-func (w *SharedWatch) NewProvider(cfg *rest.Config, endpointSlice string, scheme *runtime.Scheme) (*mcpprovider.Provider, error) {
-	return mcpprovider.NewProvider(cfg, endpointSlice, mcpprovider.Options{
-		Scheme:              scheme,
-		EndpointSliceObject: &apisv1alpha1.APIExportEndpointSlice{},
+// NewProvider returns kcp mode's cluster provider (package kcpprovider) for the
+// virtual workspaces of the endpoint slice endpointSlice, making each workspace's
+// cluster with NewCluster; name labels its metrics.
+func (w *SharedWatch) NewProvider(cfg *rest.Config, endpointSlice, name string, scheme *runtime.Scheme) (*kcpprovider.Provider, error) {
+	return kcpprovider.New(cfg, endpointSlice, kcpprovider.Options{
+		Scheme: scheme, Name: name, NewCluster: w.NewCluster,
 		// The provider stops the endpoints of shards that left the slice; the shared
 		// watch and its hooks learn it here, from the same list.
-		ExtractURLsFromEndpointSlice: func(obj client.Object) ([]string, error) {
-			urls, err := mcpprovider.DefaultExtractURLsFromEndpointSlice(obj)
-			if err == nil {
-				w.endpoints(urls)
-			}
-			return urls, err
-		},
-		ObjectToWatch: &apisv1alpha1.APIBinding{},
-		AddFilter:     mcpprovider.ConditionReadyFunc("Ready"),
-		UpdateFilter:  mcpprovider.ConditionReadyFunc("Ready"),
-		Log:           ptr.To(log.Log.WithName("kcp-apiexport-cluster-provider")),
-		NewCluster:    w.NewCluster,
+		Endpoints: w.endpoints,
 	})
 }
 

@@ -16,6 +16,8 @@ const (
 	//   - True, a failure reason below: serving with the configuration that last worked,
 	//     while the current one fails for that reason (kcp mode is degraded: a change of
 	//     spec.kcp or its Secret is not applied).
+	//   - True, ReasonVirtualWorkspaceNotWatched: serving, except the tenants of a kcp
+	//     shard whose virtual workspace cannot be watched yet (retried).
 	//   - False, a failure reason: not serving; the current spec.kcp never worked in
 	//     this process.
 	//   - False, ReasonKCPNotConfigured: spec.kcp is not set.
@@ -46,6 +48,11 @@ const (
 	// ReasonKCPStartFailed: any other failure to start kcp mode (e.g. provisioning the
 	// APIExport).
 	ReasonKCPStartFailed = "KCPStartFailed"
+	// ReasonVirtualWorkspaceNotWatched (with status True): kcp mode runs, but a
+	// virtual workspace the APIExportEndpointSlice lists (one kcp shard's) cannot be
+	// watched yet, so the tenants on that shard are not served; the runtime retries
+	// with backoff, and the message names the URL and the last error.
+	ReasonVirtualWorkspaceNotWatched = "VirtualWorkspaceNotWatched"
 )
 
 // Reasons of the Ready condition. They are part of the API: tenants and alert rules

@@ -36,8 +36,8 @@ func (s *Supervisor) Healthz(*http.Request) error {
 	return nil
 }
 
-// Readyz passes when kcp mode is off, or runs and, if this process leads it, the
-// virtual workspace answers. A standby replica (not leading kcp mode) is ready once
+// Readyz passes when kcp mode is off, or runs and, if this process leads it, watches
+// every virtual workspace the endpoint slice lists, and each answers. A standby replica (not leading kcp mode) is ready once
 // kcp mode started: it cannot reach the virtual workspace before it leads (the
 // provider runs only under the lease), and holding standbys unready would stall
 // rolling updates.
@@ -57,6 +57,9 @@ func (s *Supervisor) Readyz(req *http.Request) error {
 	}
 	if !ops.Elected(run.mgr.Elected()) {
 		return nil
+	}
+	if err := run.notWatched(); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), ops.ProbeTimeout)
 	defer cancel()

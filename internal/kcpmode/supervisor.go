@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kcpprovider"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 	"github.com/openmcp-project/kcp-serviceprovider/tokens"
 )
@@ -139,6 +141,9 @@ type kcpRun struct {
 	mgr       mcmanager.Manager
 	// vw tells whether the virtual workspace answers (checks.go).
 	vw *vwProbe
+	// unwatched, when the manager's provider reports it, lists the virtual
+	// workspaces the endpoint slice publishes that kcp mode cannot watch yet.
+	unwatched func() []kcpprovider.Unwatched
 	// start runs the manager until the run is cancelled, then closes done.
 	start func()
 }
@@ -292,6 +297,12 @@ func (s *Supervisor) sync(ctx context.Context, logger logr.Logger, poke func()) 
 	if err != nil {
 		return s.failed(ctx, logger, pc, running, want.digest, classify(err, *want))
 	}
+	if p, ok := run.mgr.GetProvider().(watchReporter); ok {
+		// A virtual workspace that cannot be watched, or is watched again, is
+		// reported at once.
+		p.Notify(poke)
+		run.unwatched = p.Unwatched
+	}
 	s.stop(logger)
 	s.mu.Lock()
 	s.current = run
@@ -325,8 +336,33 @@ func (s *Supervisor) failed(ctx context.Context, logger logr.Logger, pc provider
 	return wait
 }
 
+// watchReporter is what kcp mode's cluster provider (package kcpprovider) tells of
+// the virtual workspaces it cannot watch.
+type watchReporter interface {
+	Notify(func())
+	Unwatched() []kcpprovider.Unwatched
+}
+
 func (s *Supervisor) reportActive(ctx context.Context, pc provider.ProviderConfig, run *kcpRun) {
+	if err := run.notWatched(); err != nil {
+		s.report(ctx, pc, metav1.ConditionTrue, v1alpha1.ReasonVirtualWorkspaceNotWatched,
+			fmt.Sprintf("kcp mode serves the APIExport of workspace %s, but not the tenants on a kcp shard: %v", run.workspace, err))
+		return
+	}
 	s.report(ctx, pc, metav1.ConditionTrue, v1alpha1.ReasonKCPActive, "kcp mode serves the APIExport of workspace "+run.workspace)
+}
+
+// notWatched says which virtual workspaces the run cannot watch, and why; nil when
+// it watches every one the endpoint slice lists.
+func (r *kcpRun) notWatched() error {
+	if r.unwatched == nil {
+		return nil
+	}
+	var errs []error
+	for _, u := range r.unwatched() {
+		errs = append(errs, fmt.Errorf("virtual workspace %s is published in the APIExportEndpointSlice and not watched (retried with backoff): %w", u.URL, u.Err))
+	}
+	return errors.Join(errs...)
 }
 
 func (s *Supervisor) setErr(err error) {

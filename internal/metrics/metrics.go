@@ -132,6 +132,14 @@ var (
 		Help: "Workspaces this replica started (kind gained) or stopped (kind released) serving in kcp mode, after a rebalance among replicas or a binding change.",
 	}, []string{"provider", "kind"})
 
+	// KCPVirtualWorkspacesGauge is how many virtual workspaces (one per kcp shard with
+	// a binding) the APIExportEndpointSlice lists, and how many of them kcp mode
+	// watches: a difference that lasts means tenants on a shard are not served.
+	KCPVirtualWorkspacesGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace, Subsystem: "kcp", Name: "virtual_workspaces",
+		Help: "Virtual workspaces of kcp mode's APIExport: state published (listed in the APIExportEndpointSlice) and watched (served by this process).",
+	}, []string{"provider", "state"})
+
 	// KCPReplicas is how many replicas this replica sees sharing kcp mode's workspaces.
 	KCPReplicas = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: Namespace, Subsystem: "kcp", Name: "replicas",
@@ -157,7 +165,7 @@ func init() {
 		ReconcilesTotal, ReconcileDuration, ProviderPanicsTotal, EventsTotal, SingletonConflictsTotal,
 		AccessGrantDuration, ProviderConfigGeneration, ProviderConfigValid,
 		TokenRequestsTotal, RuntimeTokenRefreshesTotal, RuntimeTokenExpiry,
-		APIExportProvisionsTotal, KCPWorkspacesOwned, KCPOwnershipChangesTotal, KCPReplicas, state,
+		APIExportProvisionsTotal, KCPVirtualWorkspacesGauge, KCPWorkspacesOwned, KCPOwnershipChangesTotal, KCPReplicas, state,
 	)
 }
 
@@ -201,4 +209,11 @@ func KCPWorkspaceOwnership(provider string, gained bool) {
 // KCPReplicasSeen records how many live replicas this replica sees.
 func KCPReplicasSeen(provider string, n int) {
 	KCPReplicas.WithLabelValues(provider).Set(float64(n))
+}
+
+// KCPVirtualWorkspaces records how many virtual workspaces the endpoint slice lists
+// and how many kcp mode watches.
+func KCPVirtualWorkspaces(provider string, published, watched int) {
+	KCPVirtualWorkspacesGauge.WithLabelValues(provider, "published").Set(float64(published))
+	KCPVirtualWorkspacesGauge.WithLabelValues(provider, "watched").Set(float64(watched))
 }

@@ -168,7 +168,7 @@ func startWidgetRecorder(ctx context.Context, t *testing.T, cfg *rest.Config, ex
 	)
 	if shared {
 		watch = workspaces.NewSharedWatch(&Widget{}, func() client.ObjectList { return &WidgetList{} })
-		clusters, err = watch.NewProvider(cfg, exportName, scheme)
+		clusters, err = watch.NewProvider(cfg, exportName, exportName, scheme)
 	} else {
 		clusters, err = apiexport.New(cfg, exportName, apiexport.Options{Scheme: scheme})
 	}
