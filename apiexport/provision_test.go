@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
-	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }

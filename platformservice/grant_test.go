@@ -22,7 +22,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
 	"github.com/openmcp-project/kcp-serviceprovider/platformservice"
-	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 

@@ -11,7 +11,7 @@
 // Job and run Deployment; [Env.StartKubelet] stands in for the kubelet the bare API
 // server lacks and runs their pods as processes, as the pods' ServiceAccounts.
 //
-// `kcp-serviceprovider local`, the benchmark and (through test/harness, which adds
+// `kcp-serviceprovider local`, the benchmark and (through testkit/harness, which adds
 // t.Cleanup and t.Fatal) every integration and end-to-end test use it. Like envtest's
 // Environment.Start it reports errors and leaves cleanup to the caller's [Env.Stop].
 //

@@ -30,7 +30,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/examples/echo"
 	"github.com/openmcp-project/kcp-serviceprovider/examples/echo/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
-	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/workspaces"
 	"path/filepath"
 	"syscall"

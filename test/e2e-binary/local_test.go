@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
-	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
 // TestLocal is the README's promise: `make run` (here the built binary's `local`)

@@ -32,7 +32,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/examples/echo/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
-	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
 // providerImage is the image of config/deploy: the kubelet stand-in runs the binary

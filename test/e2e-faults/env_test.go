@@ -23,8 +23,9 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
-	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget/widgetbuilder"
+	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
 const (
@@ -110,7 +111,7 @@ func (e *env) startRuntime(ctx context.Context, t *testing.T) (stop func()) {
 // newRuntime builds the widget runtime every test here runs.
 func newRuntime(t testing.TB) *builder.Runtime[*widget.Widget] {
 	t.Helper()
-	rt, err := harness.WidgetBuilder(providerName, scheme(t), widget.MCPPermissions).
+	rt, err := widgetbuilder.New(providerName, scheme(t), widget.MCPPermissions).
 		Complete(widget.Provider{})
 	if err != nil {
 		t.Fatal(err)

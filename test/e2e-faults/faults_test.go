@@ -18,8 +18,8 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
-	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
 // TestWorkloadUnreachableForAWhile: the workload cluster's API stops answering (its

@@ -7,5 +7,5 @@
 // cluster provider, multicluster-runtime) before any runtime code is involved: if it
 // fails, later failures are about the environment, not the runtime.
 //
-// The tests need the binaries of hack/test-binaries.sh (see package test/harness).
+// The tests need the binaries of hack/test-binaries.sh (see package testkit/harness).
 package e2ekcp

@@ -22,8 +22,9 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
-	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget/widgetbuilder"
+	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 	"strconv"
 )
 
@@ -90,7 +91,7 @@ func runReplica() error {
 	if err != nil {
 		return err
 	}
-	rt, err := harness.WidgetBuilder(spName, scheme, widget.KCPMCPPermissions).
+	rt, err := widgetbuilder.New(spName, scheme, widget.KCPMCPPermissions).
 		KCP(apiexport.FromCRD(spName, widgetCRD)).
 		Complete(widget.Provider{})
 	if err != nil {

@@ -34,8 +34,9 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
-	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget/widgetbuilder"
+	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/workspaces"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -127,7 +128,7 @@ func startKCPEnvOn(ctx context.Context, t *testing.T, shards int, opts builder.O
 	e := &kcpEnv{k: p.KCP, platform: p.Platform, workload: p.Workload, scheme: scheme,
 		pf: harness.NewClient(t, p.Platform.Config, scheme), wl: harness.NewClient(t, p.Workload.Config, scheme)}
 
-	b := harness.WidgetBuilder(spName, scheme, widget.KCPMCPPermissions).KCP(apiexport.FromCRD(spName, widgetCRD))
+	b := widgetbuilder.New(spName, scheme, widget.KCPMCPPermissions).KCP(apiexport.FromCRD(spName, widgetCRD))
 	for _, d := range declare {
 		d(b)
 	}

@@ -21,8 +21,8 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
-	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
 // scaleOutTenants is how many tenant workspaces the replicas share.

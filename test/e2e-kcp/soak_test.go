@@ -22,8 +22,8 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
-	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
 // Soak size: KSP_SOAK_WORKSPACES (default 8) workspaces churning for KSP_SOAK_DURATION

@@ -26,8 +26,8 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
-	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 

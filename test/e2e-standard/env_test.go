@@ -15,8 +15,9 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
-	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget/widgetbuilder"
+	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
 const providerName = "widgets"
@@ -34,7 +35,7 @@ func scheme(t testing.TB) *runtime.Scheme {
 // startRuntime runs the widget runtime against the platform until the test ends.
 func startRuntime(ctx context.Context, t *testing.T, p *harness.Standard) {
 	t.Helper()
-	rt, err := harness.WidgetBuilder(providerName, scheme(t), widget.MCPPermissions).
+	rt, err := widgetbuilder.New(providerName, scheme(t), widget.MCPPermissions).
 		Complete(widget.Provider{})
 	if err != nil {
 		t.Fatal(err)

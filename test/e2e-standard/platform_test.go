@@ -23,8 +23,9 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/platformservice"
-	"github.com/openmcp-project/kcp-serviceprovider/test/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget/widgetbuilder"
+	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 
 	"github.com/openmcp-project/kcp-serviceprovider/tokens"
 )
@@ -55,7 +56,7 @@ func TestPlatformServiceMode(t *testing.T) {
 	if err != nil || !platformService {
 		t.Fatalf("ParseDeploymentMode: %v %v", platformService, err)
 	}
-	rt, err := harness.WidgetBuilder(providerName, scheme(t), widget.MCPPermissions).
+	rt, err := widgetbuilder.New(providerName, scheme(t), widget.MCPPermissions).
 		Complete(widget.Provider{})
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 )
 
 // The permissions below are the widget's, as a provider's main package would declare
-// them to the builder (test/harness.WidgetBuilder does); they sit apart from
+// them to the builder (widgetbuilder.New does); they sit apart from
 // provider.go so that the provider stays mode-free.
 
 // WorkloadPermissions are what the widget's worker needs on the workload cluster.
