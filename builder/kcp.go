@@ -184,7 +184,7 @@ func (r *Runtime[T]) replicas(opts Options) (*sharding.Replicas, error) {
 		return nil, fmt.Errorf("lease client: %w", err)
 	}
 	return sharding.New(sharding.Options{
-		Client: c, Namespace: opts.Namespace, Name: r.decl.name + "-kcp", Replica: opts.Replica,
+		Client: c, Namespace: opts.LeaseNamespace, Name: r.decl.name + "-kcp", Replica: opts.Replica,
 		LeaseDuration: opts.LeaseDuration, Probe: opts.RetryPeriod, Provider: r.decl.name,
 		Log: log.Log.WithName(r.decl.name),
 	}), nil

@@ -46,8 +46,13 @@ type Options struct {
 	// Onboarding is the onboarding cluster; nil turns standard mode off.
 	Onboarding *rest.Config
 	// Namespace is the provider's own namespace on the platform cluster (POD_NAMESPACE):
-	// leader election leases live there.
+	// what cluster.ProviderNamespaceFromCtx returns, and where the leases live unless
+	// LeaseNamespace says otherwise.
 	Namespace string
+	// LeaseNamespace holds the leases of several replicas (standard mode's leader
+	// lease, kcp mode's membership and fences). Empty: Namespace, which is where the
+	// openmcp-operator grants the runtime the right to write them.
+	LeaseNamespace string
 	// LeaderElection says that several replicas run. Standard mode elects a leader
 	// (lease `<name>-standard`). kcp mode shares the bound workspaces among the
 	// replicas instead, each served by exactly one of them (internal/sharding,
@@ -109,6 +114,9 @@ type Options struct {
 func (o *Options) defaults() {
 	if o.RetryInterval == 0 {
 		o.RetryInterval = 10 * time.Second
+	}
+	if o.LeaseNamespace == "" {
+		o.LeaseNamespace = o.Namespace
 	}
 	if o.MaxConcurrentReconciles == 0 {
 		o.MaxConcurrentReconciles = 8
@@ -253,7 +261,7 @@ func (r *Runtime[T]) platformManagerOptions(opts Options, mode string) manager.O
 		Scheme:                  r.decl.scheme,
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        r.decl.name + "-" + mode,
-		LeaderElectionNamespace: opts.Namespace,
+		LeaderElectionNamespace: opts.LeaseNamespace,
 		// kcp mode's manager restarts in-process when spec.kcp changes, and a rolling
 		// update stops the old pod: stepping down at once spares the successor a
 		// wait for the lease to expire.

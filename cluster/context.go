@@ -50,15 +50,33 @@ func (a *Access) Endpoint() (Endpoint, error) {
 	if a == nil || a.Config == nil {
 		return Endpoint{}, nil
 	}
-	u, err := url.Parse(a.Config.Host)
+	return EndpointOf(a.Config)
+}
+
+// EndpointOf splits where cfg connects, for code that holds a *rest.Config: in kcp
+// mode the workspace is the URL's path, which host and port alone lose.
+func EndpointOf(cfg *rest.Config) (Endpoint, error) {
+	u, err := url.Parse(cfg.Host)
 	if err != nil {
-		return Endpoint{}, fmt.Errorf("server URL of %s: %w", a.Config.Host, err)
+		return Endpoint{}, fmt.Errorf("server URL of %s: %w", cfg.Host, err)
 	}
 	port := u.Port()
 	if port == "" {
 		port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
 	}
-	return Endpoint{URL: a.Config.Host, Host: u.Hostname(), Port: port, Path: strings.TrimSuffix(u.Path, "/"), CAData: a.Config.CAData}, nil
+	return Endpoint{URL: cfg.Host, Host: u.Hostname(), Port: port, Path: strings.TrimSuffix(u.Path, "/"), CAData: cfg.CAData}, nil
+}
+
+// MCPEndpointFromCtx is where the end-user cluster (MCPFromCtx) is: its URL with the
+// kcp workspace's path, host, port and CA. ok is false when the runtime holds no
+// end-user access on ctx.
+func MCPEndpointFromCtx(ctx context.Context) (e Endpoint, ok bool, err error) {
+	t := TenantFromCtx(ctx)
+	if t == nil || t.MCP == nil || t.MCP.Config == nil {
+		return Endpoint{}, false, nil
+	}
+	e, err = t.MCP.Endpoint()
+	return e, err == nil, err
 }
 
 // String never prints credentials.
@@ -130,12 +148,19 @@ type Deletion struct {
 
 // DeletionFromCtx is the deletion Delete serves. In CreateOrUpdate, or outside a
 // runtime call (a provider's unit test), it is the zero Deletion, whose clusters are
-// not Reachable.
+// not Reachable; code shared by both paths tells them apart with LookupDeletion.
 func DeletionFromCtx(ctx context.Context) Deletion {
+	d, _ := LookupDeletion(ctx)
+	return d
+}
+
+// LookupDeletion is DeletionFromCtx with ok: true in Delete, false in CreateOrUpdate
+// and outside a runtime call.
+func LookupDeletion(ctx context.Context) (d Deletion, ok bool) {
 	if t := TenantFromCtx(ctx); t != nil && t.Deletion != nil {
-		return *t.Deletion
+		return *t.Deletion, true
 	}
-	return Deletion{}
+	return Deletion{}, false
 }
 
 type tenantKey struct{}

@@ -55,3 +55,39 @@ func TestDeletionOutsideDelete(t *testing.T) {
 		t.Errorf("deletion %+v", d)
 	}
 }
+
+// TestLookupDeletion tells CreateOrUpdate from Delete in code both share: the zero
+// Deletion alone reads the same as "nothing reachable".
+func TestLookupDeletion(t *testing.T) {
+	if _, ok := cluster.LookupDeletion(context.Background()); ok {
+		t.Error("a deletion outside a runtime call")
+	}
+	createOrUpdate := cluster.WithTenant(context.Background(), &cluster.Tenant{})
+	if _, ok := cluster.LookupDeletion(createOrUpdate); ok {
+		t.Error("a deletion in CreateOrUpdate")
+	}
+	del := cluster.WithTenant(context.Background(), &cluster.Tenant{Deletion: &cluster.Deletion{Workload: cluster.NotGranted}})
+	if d, ok := cluster.LookupDeletion(del); !ok || d.Workload != cluster.NotGranted {
+		t.Errorf("in Delete: %+v, %v", d, ok)
+	}
+}
+
+// TestMCPEndpointFromCtx keeps the kcp workspace's path that host and port lose.
+func TestMCPEndpointFromCtx(t *testing.T) {
+	if _, ok, err := cluster.MCPEndpointFromCtx(context.Background()); ok || err != nil {
+		t.Errorf("outside a runtime call: ok %v, err %v", ok, err)
+	}
+	ctx := cluster.WithTenant(context.Background(), &cluster.Tenant{MCP: &cluster.Access{
+		Config: &rest.Config{Host: "https://kcp.example:6443/clusters/2x8c/", TLSClientConfig: rest.TLSClientConfig{CAData: []byte("ca")}},
+	}})
+	e, ok, err := cluster.MCPEndpointFromCtx(ctx)
+	if err != nil || !ok {
+		t.Fatalf("ok %v, err %v", ok, err)
+	}
+	if e.Host != "kcp.example" || e.Port != "6443" || e.Path != "/clusters/2x8c" || string(e.CAData) != "ca" {
+		t.Errorf("endpoint %+v", e)
+	}
+	if e, err := cluster.EndpointOf(&rest.Config{Host: "https://mcp.example"}); err != nil || e.Port != "443" || e.Path != "" {
+		t.Errorf("EndpointOf without port and path: %+v, %v", e, err)
+	}
+}

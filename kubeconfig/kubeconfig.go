@@ -19,6 +19,9 @@ type Server struct {
 	TLSServerName string
 	// Insecure skips certificate verification (development servers only).
 	Insecure bool
+	// Namespace is the namespace of the server's context: where a kubectl or client
+	// without one of its own works. Empty leaves it to the client (default).
+	Namespace string
 }
 
 // Render returns a kubeconfig in which token reaches server under the context name
@@ -40,7 +43,7 @@ func RenderContexts(user, token string, servers map[string]Server, current strin
 			TLSServerName:            s.TLSServerName,
 			InsecureSkipTLSVerify:    s.Insecure,
 		}
-		cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: user}
+		cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: user, Namespace: s.Namespace}
 	}
 	cfg.CurrentContext = current
 	out, err := clientcmd.Write(*cfg)

@@ -44,3 +44,30 @@ func TestRenewAtIsFourFifths(t *testing.T) {
 		t.Fatal("RenewAt of a zero time must be zero")
 	}
 }
+
+// TestRenderNamespace: a worker's kubeconfig can name the namespace it works in, which
+// clientcmd hands clients as the default namespace.
+func TestRenderNamespace(t *testing.T) {
+	out, err := Render("worker", Server{URL: "https://x/clusters/a", Namespace: "tenant-ns"}, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := clientcmd.NewClientConfigFromBytes(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns, _, err := cc.Namespace(); err != nil || ns != "tenant-ns" {
+		t.Errorf("namespace %q, %v; want tenant-ns", ns, err)
+	}
+	plain, err := Render("worker", Server{URL: "https://x/clusters/a"}, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err = clientcmd.NewClientConfigFromBytes(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns, _, err := cc.Namespace(); err != nil || ns != "default" {
+		t.Errorf("namespace without one set %q, %v; want default", ns, err)
+	}
+}
