@@ -99,7 +99,7 @@ func TestHelp(t *testing.T) {
 	}
 	for cmd, flags := range map[string][]string{
 		"init": {"--environment", "--provider-name", "--verbosity", "--platform-kubeconfig", "--onboarding-kubeconfig", "--namespace"},
-		"run": {"--environment", "--provider-name", "--verbosity", "--leader-elect", "--metrics-bind-address", "--metrics-secure",
+		"run": {"--environment", "--provider-name", "--verbosity", "--leader-elect", "--metrics-bind-address", "--metrics-secure", "--metrics-cert-dir",
 			"--health-probe-bind-address", "--platform-kubeconfig", "--onboarding-kubeconfig", "--standard-mode"},
 		"local": {"--state-dir", "--repo-root"},
 	} {

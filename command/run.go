@@ -25,6 +25,7 @@ type runOptions struct {
 	leaderElect             bool
 	metricsBindAddress      string
 	metricsSecure           bool
+	metricsCertDir          string
 	healthProbeBindAddress  string
 	standardMode            bool
 	retryInterval           time.Duration
@@ -55,7 +56,8 @@ of them (leases in --namespace).`,
 			o.addFlags(fs, p.Name)
 			fs.BoolVar(&o.leaderElect, "leader-elect", false, "run as one of several replicas: standard mode elects a leader, kcp mode shares the workspaces (leases in --namespace); the openmcp-operator sets it for more than one replica")
 			fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", "0", "address of the Prometheus metrics endpoint, e.g. :8080; 0 turns it off")
-			fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "serve metrics over HTTPS with authentication; not supported yet (the openmcp-operator passes false)")
+			fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "serve metrics over HTTPS, only to a bearer token the platform cluster authenticates and allows get on /metrics (TokenReview and SubjectAccessReview; 401 without a token, 403 without the right); the openmcp-operator passes false")
+			fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "folder with tls.crt and tls.key of the HTTPS metrics endpoint; without them a self-signed certificate is made at start")
 			fs.StringVar(&o.healthProbeBindAddress, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 turns them off")
 			fs.BoolVar(&o.standardMode, "standard-mode", true, "serve the onboarding cluster; false runs kcp mode only")
 			fs.DurationVar(&o.retryInterval, "retry-interval", 10*time.Second, "how often pending access requests are looked at again (grants also arrive through watches)")
@@ -78,9 +80,6 @@ func (o *runOptions) run(ctx context.Context, _ io.Writer) error {
 	d, log, err := o.start("run")
 	if err != nil {
 		return err
-	}
-	if o.metricsSecure {
-		return errors.New("--metrics-secure=true is not supported yet: serve metrics over HTTP (--metrics-secure=false) behind a network policy")
 	}
 	if o.leaderElect && o.namespace == "" {
 		return errors.New("--leader-elect needs the provider's namespace (--namespace or POD_NAMESPACE) for its leases")
@@ -132,6 +131,8 @@ func (o *runOptions) run(ctx context.Context, _ io.Writer) error {
 		Namespace:               o.namespace,
 		LeaderElection:          o.leaderElect,
 		MetricsBindAddress:      o.metricsBindAddress,
+		MetricsSecure:           o.metricsSecure,
+		MetricsCertDir:          o.metricsCertDir,
 		HealthProbeBindAddress:  o.healthProbeBindAddress,
 		RetryInterval:           o.retryInterval,
 		GrantTimeout:            o.grantTimeout,

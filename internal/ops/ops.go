@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -44,10 +45,36 @@ func Elected(ch <-chan struct{}) bool {
 	}
 }
 
+// MetricsServing says how the metrics endpoint is served.
+type MetricsServing struct {
+	// Secure serves HTTPS, and only to a client whose bearer token the platform
+	// cluster authenticates (TokenReview) and authorizes for get on the non-resource
+	// URL /metrics (SubjectAccessReview): 401 without a valid token, 403 without the
+	// right. The runtime's ServiceAccount needs create on both reviews.
+	Secure bool
+	// CertDir holds tls.crt and tls.key for Secure (default: controller-runtime's,
+	// under the temporary directory); without them the server makes a self-signed
+	// certificate at start.
+	CertDir string
+}
+
+// ServerOptions are controller-runtime's metrics server options for addr served so.
+func (m MetricsServing) ServerOptions(addr string) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: addr}
+	if m.Secure {
+		o.SecureServing = true
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+		o.CertDir = m.CertDir
+	}
+	return o
+}
+
 // Options say what Serve serves.
 type Options struct {
 	// MetricsBindAddress serves controller-runtime's metrics registry; "0" turns it off.
 	MetricsBindAddress string
+	// Metrics says how: plain HTTP, or HTTPS with authentication and authorization.
+	Metrics MetricsServing
 	// HealthProbeBindAddress serves /healthz and /readyz; "" or "0" turns them off.
 	HealthProbeBindAddress string
 	// Config is the platform cluster's config, which the metrics server is built with.
@@ -62,7 +89,15 @@ type Options struct {
 func Serve(ctx context.Context, opts Options) error {
 	errc := make(chan error, 2)
 	servers := 0
-	srv, err := metricsserver.NewServer(metricsserver.Options{BindAddress: opts.MetricsBindAddress}, opts.Config, nil)
+	var hc *http.Client
+	if opts.Metrics.Secure && Enabled(opts.MetricsBindAddress) {
+		// The secure endpoint's filter asks the platform cluster about each scrape.
+		var err error
+		if hc, err = rest.HTTPClientFor(opts.Config); err != nil {
+			return fmt.Errorf("metrics server's client of the platform cluster: %w", err)
+		}
+	}
+	srv, err := metricsserver.NewServer(opts.Metrics.ServerOptions(opts.MetricsBindAddress), opts.Config, hc)
 	if err != nil {
 		return fmt.Errorf("metrics server: %w", err)
 	}
