@@ -26,8 +26,8 @@ generate:
 	$$(hack/tools.sh controller-gen) object paths=./examples/echo/api/...
 	$$(hack/tools.sh controller-gen) crd paths=./examples/echo/api/... output:crd:dir=./examples/echo/config/crd
 	go run ./cmd/kcp-serviceprovider kcp-manifests > examples/echo/config/kcp/apiexport.yaml.tmp && mv examples/echo/config/kcp/apiexport.yaml.tmp examples/echo/config/kcp/apiexport.yaml
-	$$(hack/tools.sh controller-gen) object paths=./test/e2e-binary/scratch/api/...
-	$$(hack/tools.sh controller-gen) crd paths=./test/e2e-binary/scratch/api/... output:crd:dir=./test/e2e-binary/scratch/crd
+	$$(hack/tools.sh controller-gen) object paths=./examples/notes/api/...
+	$$(hack/tools.sh controller-gen) crd paths=./examples/notes/api/... output:crd:dir=./examples/notes/crd
 
 ## binaries: build the test servers into the cache and print where they are.
 binaries:

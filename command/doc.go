@@ -10,6 +10,6 @@
 // cluster, its storage version is the kind init registers at the ServiceProvider, its
 // resource what run asks the platform for on the onboarding cluster, its group the
 // default APIExport name. The reference provider's binary is cmd/kcp-serviceprovider
-// (examples/echo); test/e2e-binary/scratch is one written from scratch. The flags use
+// (examples/echo); examples/notes is one written from scratch. The flags use
 // the standard library: a provider binary has no other command-line dependency.
 package command

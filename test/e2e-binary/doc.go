@@ -19,7 +19,7 @@
 // the PlatformService of config/deploy/platformservice and an Echo on the platform
 // cluster.
 //
-// TestScratchProvider builds test/e2e-binary/scratch, a provider written from scratch on
+// TestScratchProvider builds examples/notes, a provider written from scratch on
 // the command package (its types, provider.go and a main.go of at most 30 lines), and
 // serves a kcp tenant with its init and run.
 //

@@ -28,12 +28,12 @@ import (
 	rtv1alpha1 "github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
-	"github.com/openmcp-project/kcp-serviceprovider/test/e2e-binary/scratch/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/examples/notes/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
 // scratchDir is the provider written from scratch on the command package.
-const scratchDir = "test/e2e-binary/scratch"
+const scratchDir = "examples/notes"
 
 // scratchMainMaxLines is the promise of the command package: a provider's main.go,
 // handing its description to the shared commands, fits in this many lines.

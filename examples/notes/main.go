@@ -1,5 +1,6 @@
-// Command scratch is a service provider written from scratch on the command package:
-// its types (api/v1alpha1), provider.go, and this file. test/e2e-binary runs it.
+// Command notes is the skeleton of a service provider on the command package: its
+// types (api/v1alpha1), provider.go, and this file. Copy it to start a provider;
+// test/e2e-binary builds and runs it (TestScratchProvider).
 package main
 
 import (
@@ -10,7 +11,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/command"
-	"github.com/openmcp-project/kcp-serviceprovider/test/e2e-binary/scratch/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/examples/notes/api/v1alpha1"
 )
 
 //go:embed crd/*.yaml

@@ -15,8 +15,8 @@ import (
 
 	rtv1alpha1 "github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/examples/notes/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
-	"github.com/openmcp-project/kcp-serviceprovider/test/e2e-binary/scratch/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
