@@ -16,7 +16,7 @@ verify:
 
 ## run: start a local platform and the reference provider in both modes.
 run:
-	go run ./cmd/kcp-serviceprovider local
+	go run ./cmd/kcp-serviceprovider-local local
 
 ## generate: DeepCopy methods and CRDs from the Go API types, and the reference
 ## provider's kcp schema for review.

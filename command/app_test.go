@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -101,7 +100,6 @@ func TestHelp(t *testing.T) {
 		"init": {"--environment", "--provider-name", "--verbosity", "--platform-kubeconfig", "--onboarding-kubeconfig", "--namespace"},
 		"run": {"--environment", "--provider-name", "--verbosity", "--leader-elect", "--metrics-bind-address", "--metrics-secure", "--metrics-cert-dir",
 			"--health-probe-bind-address", "--platform-kubeconfig", "--onboarding-kubeconfig", "--standard-mode"},
-		"local": {"--state-dir", "--repo-root"},
 	} {
 		out.Reset()
 		if code := Execute("kcp-serviceprovider", []string{cmd, "--help"}, &out, &errOut, cmds...); code != 0 {
@@ -121,46 +119,5 @@ func TestHelp(t *testing.T) {
 	}
 	if code := Execute("kcp-serviceprovider", []string{"run", "--no-such-flag"}, &out, &errOut, cmds...); code != 2 {
 		t.Errorf("unknown flag exited %d, want 2", code)
-	}
-}
-
-// local empties its state folder at start, but never a folder it did not write.
-func TestResetStateDir(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "precious"), []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := resetStateDir(dir); err == nil {
-		t.Fatal("a foreign non-empty folder was accepted")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "precious")); err != nil {
-		t.Fatalf("a foreign file was touched: %v", err)
-	}
-
-	state := filepath.Join(t.TempDir(), "state")
-	if err := resetStateDir(state); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(state, "kcp", "root"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := resetStateDir(state); err != nil {
-		t.Fatalf("emptying its own folder: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(state, "kcp")); !os.IsNotExist(err) {
-		t.Errorf("old state survived: %v", err)
-	}
-}
-
-// Two local platforms must not share a state folder: the second would delete the
-// first one's servers' data from under it.
-func TestResetStateDirInUse(t *testing.T) {
-	state := t.TempDir()
-	// A process that surely runs: this test's parent.
-	if err := os.WriteFile(filepath.Join(state, stateMarker), []byte(strconv.Itoa(os.Getppid())+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := resetStateDir(state); err == nil || !strings.Contains(err.Error(), "in use") {
-		t.Errorf("resetStateDir = %v, want in use", err)
 	}
 }

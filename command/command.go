@@ -25,19 +25,16 @@ type Command struct {
 }
 
 // Main is a provider binary's main function: it runs the subcommand the command line
-// names, out of p's [Commands], and exits with [Execute]'s code.
-func Main(p Provider) {
-	os.Exit(Execute(os.Args[0], os.Args[1:], os.Stdout, os.Stderr, Commands(p)...))
+// names, out of p's [Commands] and extra (for example local.Command(p), which a binary
+// for a platform leaves out), and exits with [Execute]'s code.
+func Main(p Provider, extra ...*Command) {
+	os.Exit(Execute(os.Args[0], os.Args[1:], os.Stdout, os.Stderr, append(Commands(p), extra...)...))
 }
 
 // Commands are the commands of a provider binary: init and run, as the
-// openmcp-operator calls them, local when p.Local is set, and kcp-manifests.
+// openmcp-operator calls them, and kcp-manifests.
 func Commands(p Provider) []*Command {
-	cmds := []*Command{InitCommand(p), RunCommand(p)}
-	if p.Local != nil {
-		cmds = append(cmds, LocalCommand(p))
-	}
-	return append(cmds, KCPManifestsCommand(p))
+	return []*Command{InitCommand(p), RunCommand(p), KCPManifestsCommand(p)}
 }
 
 // Execute runs the subcommand named by args[0] and returns the exit code: 0 on success

@@ -1,8 +1,9 @@
 // Package command holds the commands every provider binary shares: init and run, as
 // the openmcp-operator calls them (flags --environment, --verbosity, --provider-name,
 // --leader-elect, --metrics-bind-address, ...; environment POD_NAMESPACE and friends),
-// local, which starts a whole platform on this machine, and kcp-manifests, which prints
-// the kcp objects the runtime provisions.
+// and kcp-manifests, which prints the kcp objects the runtime provisions. The local
+// command, which starts a whole platform on this machine, is package command/local: a
+// binary that wants it passes it to Main, and one built for a platform does not link it.
 //
 // A provider describes itself once, as a [Provider] (its name, its generated CRD files
 // and the runtime it builds), and its main function is command.Main(p). Everything else

@@ -63,7 +63,9 @@ PlatformService has no status.resources.`,
 	}
 }
 
-func platformScheme() (*runtime.Scheme, error) {
+// PlatformScheme knows what the commands read and write on the platform cluster:
+// Kubernetes' types, CRDs and openMCP's clusters and provider APIs.
+func PlatformScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, clustersv1alpha1.AddToScheme, providerv1alpha1.AddToScheme,
@@ -92,7 +94,7 @@ func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
 		return err
 	}
 	log.Info("platform cluster", "from", how, "host", platformCfg.Host)
-	scheme, err := platformScheme()
+	scheme, err := PlatformScheme()
 	if err != nil {
 		return err
 	}

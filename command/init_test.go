@@ -32,7 +32,7 @@ func TestRegisterGVKPrunes(t *testing.T) {
 		{"other groups stay", []metav1.GroupVersionKind{foreign, old, v1, v1}, []metav1.GroupVersionKind{foreign, v1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			scheme, err := platformScheme()
+			scheme, err := PlatformScheme()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -105,7 +105,7 @@ func (o *runOptions) run(ctx context.Context, _ io.Writer) error {
 			return fmt.Errorf("onboarding kubeconfig %s: %w", o.onboardingKubeconfig, err)
 		}
 	default:
-		scheme, err := platformScheme()
+		scheme, err := PlatformScheme()
 		if err != nil {
 			return err
 		}

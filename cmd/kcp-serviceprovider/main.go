@@ -1,6 +1,7 @@
 // Command kcp-serviceprovider runs the reference service provider (examples/echo) on
 // the kcp-aware runtime. The openmcp-operator starts it as `init` (a Job) and `run`
-// (a Deployment); `local` starts a whole platform on this machine for trying it out.
+// (a Deployment). It is what a platform deploys: the local platform of `make run` is
+// in cmd/kcp-serviceprovider-local, and main_test.go keeps it out of this binary.
 package main
 
 import (

@@ -21,6 +21,7 @@
 //   - config/ holds the provider's manifests: CRDs, the kcp identity's RBAC, the sample
 //     APIBinding, the kcp schema for review, and samples.
 //
-// The binary cmd/kcp-serviceprovider runs this provider (init, run, local): its main
+// The binary cmd/kcp-serviceprovider runs this provider (init, run; with local in
+// cmd/kcp-serviceprovider-local): its main
 // function hands Description to command.Main.
 package echo

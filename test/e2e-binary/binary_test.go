@@ -63,7 +63,7 @@ func TestBinary(t *testing.T) {
 	ctx := t.Context()
 	harness.LogToTest(t)
 	testStart := time.Now()
-	bin := buildBinary(t)
+	bin := buildBinary(t, productMain)
 	dir := t.TempDir()
 
 	p := harness.StartPlatform(ctx, t, echoPlatform())

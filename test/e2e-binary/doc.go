@@ -23,7 +23,7 @@
 // the command package (its types, provider.go and a main.go of at most 30 lines), and
 // serves a kcp tenant with its init and run.
 //
-// TestLocal runs `kcp-serviceprovider local` and follows the README's quickstart word
+// TestLocal runs `kcp-serviceprovider-local local` and follows the README's quickstart word
 // by word, then interrupts it and checks that no process and no file outside its state
 // folder is left.
 package e2ebinary

@@ -34,13 +34,20 @@ import (
 // repoRoot is where config/ and the README are, relative to this package.
 const repoRoot = "../.."
 
-// buildBinary builds cmd/kcp-serviceprovider into the test's temporary folder: the
-// tests run the binary users and the openmcp-operator run, not the packages in-process.
-func buildBinary(t *testing.T) string {
+// The binaries the tests build: what a platform deploys, and the same provider with the
+// local command (make run).
+const (
+	productMain = "./cmd/kcp-serviceprovider"
+	localMain   = "./cmd/kcp-serviceprovider-local"
+)
+
+// buildBinary builds the main package pkg into the test's temporary folder: the tests
+// run the binary users and the openmcp-operator run, not the packages in-process.
+func buildBinary(t *testing.T, pkg string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "kcp-serviceprovider")
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
 	start := time.Now()
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/kcp-serviceprovider")
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
 	cmd.Dir = repoRoot
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the binary: %v\n%s", err, out)

@@ -26,7 +26,7 @@ import (
 // state folder.
 func TestLocal(t *testing.T) {
 	ctx := t.Context()
-	bin := buildBinary(t)
+	bin := buildBinary(t, localMain)
 	repo, err := filepath.Abs(repoRoot)
 	if err != nil {
 		t.Fatal(err)

@@ -50,7 +50,7 @@ func TestOperatorDeploysProvider(t *testing.T) {
 	ctx := t.Context()
 	harness.LogToTest(t)
 	testStart := time.Now()
-	bin := buildBinary(t)
+	bin := buildBinary(t, productMain)
 	env := harness.NewEnv(t, "operator-deploys")
 	opts := echoPlatform()
 	opts.Deployments = &localenv.KubeletOptions{Images: map[string]string{providerImage: bin}}
@@ -134,7 +134,7 @@ func TestOperatorDeploysProvider(t *testing.T) {
 func TestOperatorDeploysPlatformService(t *testing.T) {
 	ctx := t.Context()
 	harness.LogToTest(t)
-	bin := buildBinary(t)
+	bin := buildBinary(t, productMain)
 	env := harness.NewEnv(t, "operator-platform-service")
 	crds, err := localenv.OpenMCPCRDs(localenv.PurposePlatform)
 	if err != nil {

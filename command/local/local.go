@@ -1,4 +1,4 @@
-package command
+package local
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/openmcp-project/kcp-serviceprovider/command"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 )
 
@@ -51,9 +52,9 @@ type localOptions struct {
 	verbosity string
 	// kcpShards > 1 starts a sharded kcp (localenv.KCPOptions.Shards).
 	kcpShards int
-	provider  Provider
-	// d is the provider as described, once run has started.
-	d *described
+	provider  command.Provider
+	// surface is the provider as its CRDs describe it, once run has started.
+	surface command.Surface
 }
 
 // namespace is the provider's namespace on the platform cluster: the
@@ -63,11 +64,11 @@ func (o *localOptions) namespace() string { return localenv.DefaultOperatorNames
 // providerWorkspace is spec.kcp.providerWorkspace of the sample ProviderConfig.
 func (o *localOptions) providerWorkspace() string { return "root:providers:" + o.provider.Name }
 
-// LocalCommand starts a whole platform on this machine; p.Local names the provider's
-// manifests it applies.
-func LocalCommand(p Provider) *Command {
+// Command starts a whole platform on this machine; p.Local names the provider's
+// manifests it applies. A binary that has it runs command.Main(p, local.Command(p)).
+func Command(p command.Provider) *command.Command {
 	o := &localOptions{provider: p}
-	return &Command{
+	return &command.Command{
 		Name:  "local",
 		Short: "start a local platform (kcp, platform/onboarding/workload/MCP clusters) with the provider in both modes",
 		Long: `Starts, on this machine: a kcp server; kube-apiservers standing in for the openMCP platform,
@@ -116,7 +117,7 @@ func (p *progress) step(what string) func(detail string) {
 
 func (o *localOptions) run(ctx context.Context, out io.Writer) error {
 	var err error
-	if o.d, err = o.provider.describe(); err != nil {
+	if o.surface, err = o.provider.Surface(); err != nil {
 		return err
 	}
 	if o.provider.Local == nil {
@@ -146,7 +147,7 @@ func (o *localOptions) run(ctx context.Context, out io.Writer) error {
 // reservations into the user's cache directory as soon as it is loaded, before any of
 // our code runs, and temporary files would otherwise land in /tmp.
 func (o *localOptions) prepare(ctx context.Context, out io.Writer, repo, state string) error {
-	fmt.Fprintf(out, "%s local: a local openMCP platform with the %s provider\n", baseName(os.Args[0]), o.provider.Name)
+	fmt.Fprintf(out, "%s local: a local openMCP platform with the %s provider\n", filepath.Base(os.Args[0]), o.provider.Name)
 	if err := resetStateDir(state); err != nil {
 		return err
 	}

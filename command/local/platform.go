@@ -1,4 +1,4 @@
-package command
+package local
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/openmcp-project/kcp-serviceprovider/command"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 )
@@ -136,7 +137,7 @@ func (l *localRun) writeKubeconfigs() error {
 // runtime's kubeconfig in the Secret spec.kcp names are the platform fixture's.)
 func (l *localRun) platformTeam(ctx context.Context) error {
 	done := l.p.step("platform team: ServiceProvider " + l.opts.provider.Name + "; the openmcp-operator's deployment controller renders its init Job and run Deployment in " + l.opts.namespace() + ", a kubelet stand-in runs them as this binary")
-	scheme, err := platformScheme()
+	scheme, err := command.PlatformScheme()
 	if err != nil {
 		return err
 	}
@@ -176,7 +177,7 @@ func (l *localRun) podLogs(prefix string) string {
 
 // runInit waits for the operator's init Job, run by the kubelet stand-in.
 func (l *localRun) runInit(ctx context.Context) error {
-	done := l.p.step("init (Job sp-" + l.opts.provider.Name + "-init): CRDs on the onboarding and platform clusters, " + l.opts.d.serviceGVK.Kind + " registered at the ServiceProvider")
+	done := l.p.step("init (Job sp-" + l.opts.provider.Name + "-init): CRDs on the onboarding and platform clusters, " + l.opts.surface.ServiceCRD.Spec.Names.Kind + " registered at the ServiceProvider")
 	name := "sp-" + l.opts.provider.Name + "-init"
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -231,7 +232,7 @@ func (l *localRun) runRun(ctx context.Context) error {
 	if err := apisv1alpha2.AddToScheme(scheme); err != nil {
 		return err
 	}
-	localProviderWorkspace, exportName := l.opts.providerWorkspace(), l.opts.d.exportName
+	localProviderWorkspace, exportName := l.opts.providerWorkspace(), l.opts.surface.ExportName
 	provider, err := client.New(l.platform.KCP.ConfigFor(logicalcluster.NewPath(localProviderWorkspace)), client.Options{Scheme: scheme})
 	if err != nil {
 		return err
