@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -17,6 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmcp-project/kcp-serviceprovider/bearer"
 )
 
 // tokenRefreshInterval is how often a platform-granted access re-reads its Secret. The
@@ -57,29 +57,32 @@ func requestOnboardingAccess(ctx context.Context, log logr.Logger, platform clie
 	if !ar.Status.IsGranted() {
 		return nil, fmt.Errorf("onboarding cluster access %s/%s is %s, not granted", ar.Namespace, ar.Name, ar.Status.Phase)
 	}
-	tok := &rotatingToken{platform: platform, request: client.ObjectKeyFromObject(ar), log: log}
-	kubeconfig, err := tok.refresh(ctx)
-	if err != nil {
+	request := client.ObjectKeyFromObject(ar)
+	// The platform renews the token in the Secret; the holder re-reads it every
+	// tokenRefreshInterval. kubeconfig is the last read's, used once below, before
+	// the renewals start.
+	var kubeconfig []byte
+	tok := bearer.New(func(ctx context.Context) (bearer.Token, error) {
+		kc, token, err := readAccessSecret(ctx, platform, request)
+		if err != nil {
+			return bearer.Token{}, err
+		}
+		kubeconfig = kc
+		return bearer.Token{Value: token}, nil
+	}, bearer.Options{Poll: tokenRefreshInterval, Log: log.WithValues("token", "onboarding access "+request.String())})
+	if err := tok.Refresh(ctx); err != nil {
 		return nil, err
 	}
 	base, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("onboarding access %s: kubeconfig does not parse", tok.request)
+		return nil, fmt.Errorf("onboarding access %s: kubeconfig does not parse", request)
 	}
-	if tok.current() == "" {
+	if tok.Current().Value == "" {
 		// Not a token (a client certificate, say): nothing to rotate.
-		return &platformAccess{Config: base, Request: tok.request}, nil
+		return &platformAccess{Config: base, Request: request}, nil
 	}
-	cfg := rest.AnonymousClientConfig(base)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			req = req.Clone(req.Context())
-			req.Header.Set("Authorization", "Bearer "+tok.current())
-			return rt.RoundTrip(req)
-		})
-	})
-	go tok.follow(ctx)
-	return &platformAccess{Config: cfg, Request: tok.request}, nil
+	go tok.Renew(ctx)
+	return &platformAccess{Config: tok.Config(base), Request: request}, nil
 }
 
 // releaseAccess deletes the AccessRequest and ClusterRequest requestOnboardingAccess
@@ -96,38 +99,23 @@ func releaseAccess(ctx context.Context, platform client.Client, provider, namesp
 	return nil
 }
 
-// rotatingToken holds the current token of an AccessRequest's Secret.
-type rotatingToken struct {
-	platform client.Client
-	request  client.ObjectKey
-	log      logr.Logger
-
-	mu    sync.RWMutex
-	token string
-}
-
-func (t *rotatingToken) current() string {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.token
-}
-
-// refresh re-reads the request (its Secret may be renamed) and the Secret, and returns
-// the kubeconfig.
-func (t *rotatingToken) refresh(ctx context.Context) ([]byte, error) {
+// readAccessSecret reads the AccessRequest request (its Secret may be renamed) and its
+// Secret, and returns the kubeconfig and the token in it ("" for another kind of
+// credential).
+func readAccessSecret(ctx context.Context, platform client.Client, request client.ObjectKey) ([]byte, string, error) {
 	ar := &clustersv1alpha1.AccessRequest{}
-	if err := t.platform.Get(ctx, t.request, ar); err != nil {
-		return nil, fmt.Errorf("reading AccessRequest %s: %w", t.request, err)
+	if err := platform.Get(ctx, request, ar); err != nil {
+		return nil, "", fmt.Errorf("reading AccessRequest %s: %w", request, err)
 	}
 	if ar.Status.SecretRef == nil {
-		return nil, fmt.Errorf("AccessRequest %s has no Secret", t.request)
+		return nil, "", fmt.Errorf("AccessRequest %s has no Secret", request)
 	}
 	s := &corev1.Secret{}
-	if err := t.platform.Get(ctx, client.ObjectKey{Namespace: ar.Namespace, Name: ar.Status.SecretRef.Name}, s); err != nil {
-		return nil, fmt.Errorf("reading the access Secret of %s: %w", t.request, err)
+	if err := platform.Get(ctx, client.ObjectKey{Namespace: ar.Namespace, Name: ar.Status.SecretRef.Name}, s); err != nil {
+		return nil, "", fmt.Errorf("reading the access Secret of %s: %w", request, err)
 	}
 	if len(s.Data["kubeconfig"]) == 0 {
-		return nil, fmt.Errorf("the access Secret of %s has no kubeconfig", t.request)
+		return nil, "", fmt.Errorf("the access Secret of %s has no kubeconfig", request)
 	}
 	token := string(s.Data["token"])
 	if token == "" {
@@ -137,29 +125,5 @@ func (t *rotatingToken) refresh(ctx context.Context) ([]byte, error) {
 			}
 		}
 	}
-	t.mu.Lock()
-	t.token = token
-	t.mu.Unlock()
-	return s.Data["kubeconfig"], nil
+	return s.Data["kubeconfig"], token, nil
 }
-
-// follow refreshes the token until ctx ends. A failed refresh keeps the old token: it
-// usually still has most of its lifetime left.
-func (t *rotatingToken) follow(ctx context.Context) {
-	ticker := time.NewTicker(tokenRefreshInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		if _, err := t.refresh(ctx); err != nil && ctx.Err() == nil {
-			t.log.Error(err, "refreshing the onboarding access token; keeping the current one")
-		}
-	}
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -11,6 +11,7 @@ import (
 	"github.com/openmcp-project/controller-utils/pkg/clusteraccess"
 	"github.com/openmcp-project/controller-utils/pkg/pairs"
 	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/bearer"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
 	"github.com/openmcp-project/kcp-serviceprovider/kubeconfig"
@@ -258,12 +260,13 @@ func (g *Grant) cached(ns string, uid types.UID) *cluster.Access {
 
 // mint requests a token for sa and caches the access built from it.
 func (g *Grant) mint(ctx context.Context, ns string, sa *corev1.ServiceAccount) (*cluster.Access, error) {
-	ttl := g.opts.TokenTTL
-	tok, err := clusteraccess.CreateTokenForServiceAccount(ctx, g.c, sa, &ttl)
+	tok, err := bearer.Request(ctx, g.opts.TokenTTL, func(ctx context.Context, tr *authenticationv1.TokenRequest) error {
+		return g.c.SubResource("token").Create(ctx, sa, tr)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("platform %s access: %w", g.opts.Purpose, err)
+		return nil, fmt.Errorf("platform %s access: token of ServiceAccount %s/%s: %w", g.opts.Purpose, sa.Namespace, sa.Name, err)
 	}
-	kcfg, err := g.kubeconfig(tok.Token)
+	kcfg, err := g.kubeconfig(tok.Value)
 	if err != nil {
 		return nil, err
 	}
@@ -274,7 +277,7 @@ func (g *Grant) mint(ctx context.Context, ns string, sa *corev1.ServiceAccount) 
 	// The engine calls the provider again soon after RenewAt, and this Grant mints a
 	// new token by then, so a worker's copy is replaced before it expires whatever the
 	// poll interval.
-	a.RenewAt = kubeconfig.RenewAt(tok.CreationTimestamp, tok.ExpirationTimestamp)
+	a.RenewAt = tok.RenewAt()
 	g.mu.Lock()
 	g.cache[ns] = grantEntry{saUID: sa.UID, renewAt: a.RenewAt, access: a}
 	g.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/openmcp-project/kcp-serviceprovider/bearer"
 	"github.com/openmcp-project/kcp-serviceprovider/kubeconfig"
 )
 
@@ -18,15 +19,18 @@ import (
 // authorizer may not see it yet: then a refusal is retried until PropagationTimeout.
 func (m *Minter) mint(ctx context.Context, cluster logicalcluster.Name, fresh bool) (*Credential, error) {
 	sa := m.opts.ServiceAccount
-	seconds := int64(m.opts.TTL / time.Second)
-	var tr *authenticationv1.TokenRequest
-	request := func(ctx context.Context) error {
-		tr = &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}
-		return m.rest.Post().
-			AbsPath("/clusters", cluster.String(), "api/v1/namespaces", sa.Namespace, "serviceaccounts", sa.Name, "token").
-			Body(tr).Do(ctx).Into(tr)
-	}
+	var tok bearer.Token
 	issued := m.opts.Clock.Now()
+	request := func(ctx context.Context) error {
+		issued = m.opts.Clock.Now()
+		var err error
+		tok, err = bearer.Request(ctx, m.opts.TTL, func(ctx context.Context, tr *authenticationv1.TokenRequest) error {
+			return m.rest.Post().
+				AbsPath("/clusters", cluster.String(), "api/v1/namespaces", sa.Namespace, "serviceaccounts", sa.Name, "token").
+				Body(tr).Do(ctx).Into(tr)
+		})
+		return err
+	}
 	err := request(ctx)
 	if err != nil && fresh && (apierrors.IsForbidden(err) || apierrors.IsNotFound(err)) {
 		last := err
@@ -38,7 +42,6 @@ func (m *Minter) mint(ctx context.Context, cluster logicalcluster.Name, fresh bo
 		defer cancel()
 		backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 1.5, Jitter: 0.1, Steps: 30}
 		perr := wait.ExponentialBackoffWithContext(waitCtx, backoff, func(context.Context) (bool, error) {
-			issued = m.opts.Clock.Now()
 			last = request(ctx)
 			switch {
 			case last == nil:
@@ -57,18 +60,15 @@ func (m *Minter) mint(ctx context.Context, cluster logicalcluster.Name, fresh bo
 	if err != nil {
 		return nil, &tokenRequestError{sa: sa, err: err}
 	}
-	if tr.Status.Token == "" {
-		return nil, fmt.Errorf("requesting a token for ServiceAccount %s: kcp returned no token", sa)
-	}
-	expires := tr.Status.ExpirationTimestamp.Time
+	expires := tok.Expires
 	server := m.base + logicalcluster.NewPath(cluster.String()).RequestPath()
-	kc, err := renderKubeconfig(m.opts.Direct, server, cluster.String(), tr.Status.Token)
+	kc, err := renderKubeconfig(m.opts.Direct, server, cluster.String(), tok.Value)
 	if err != nil {
 		return nil, err
 	}
 	return &Credential{
 		Cluster:    cluster,
-		Token:      tr.Status.Token,
+		Token:      tok.Value,
 		Kubeconfig: kc,
 		ExpiresAt:  expires,
 		RenewAt:    kubeconfig.RenewAt(issued, expires),

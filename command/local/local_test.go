@@ -17,8 +17,8 @@ func TestHelp(t *testing.T) {
 	if code := command.Execute("kcp-serviceprovider", []string{"local", "--help"}, &out, &errOut, Command(command.Provider{Name: "echo"})); code != 0 {
 		t.Fatalf("local --help exited %d: %s", code, errOut.String())
 	}
-	for _, f := range []string{"--state-dir", "--repo-root", "--kcp-shards"} {
-		if !strings.Contains(out.String(), f) {
+	for _, f := range []string{"state-dir", "repo-root", "kcp-shards"} {
+		if !strings.Contains(out.String(), "  -"+f) {
 			t.Errorf("local --help lacks %s", f)
 		}
 	}

@@ -3,20 +3,17 @@ package kcpmode
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/openmcp-project/kcp-serviceprovider/bearer"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
-	"github.com/openmcp-project/kcp-serviceprovider/kubeconfig"
 	"github.com/openmcp-project/kcp-serviceprovider/tokens"
 )
 
@@ -47,86 +44,27 @@ func splitCredentials(ctx context.Context, base *rest.Config, workspace, provide
 	if len(parts) != 2 {
 		return nil, nil, id, fmt.Errorf("unexpected ServiceAccount username %q", id.Username)
 	}
-	src := &selfToken{cfg: clusterConfig(base, workspace), namespace: parts[0], name: parts[1], provider: provider}
-	if err := src.refresh(ctx); err != nil {
+	cs, err := kubernetes.NewForConfig(clusterConfig(base, workspace))
+	if err != nil {
+		return nil, nil, id, err
+	}
+	// The runtime's own token: renewed at 80 % of its hour; each refresh and the
+	// expiry are metrics, which alert rules watch.
+	self := bearer.New(func(ctx context.Context) (bearer.Token, error) {
+		return bearer.Request(ctx, directTokenTTL, func(ctx context.Context, tr *authenticationv1.TokenRequest) error {
+			out, err := cs.CoreV1().ServiceAccounts(parts[0]).CreateToken(ctx, parts[1], tr, metav1.CreateOptions{})
+			if err == nil {
+				*tr = *out
+			}
+			return err
+		})
+	}, bearer.Options{
+		Observe: func(t bearer.Token, err error) { metrics.RuntimeTokenRefreshed(provider, t.Expires, err) },
+		Log:     log.FromContext(ctx).WithValues("token", "the runtime's direct-call token"),
+	})
+	if err := self.Refresh(ctx); err != nil {
 		return nil, nil, id, fmt.Errorf("minting the runtime's direct-call token (needs create on serviceaccounts/token for itself in %s): %w", workspace, err)
 	}
-	go src.renew(ctx)
-
-	direct = rest.AnonymousClientConfig(base)
-	direct.QPS, direct.Burst = base.QPS, base.Burst
-	direct.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			req = req.Clone(req.Context())
-			req.Header.Set("Authorization", "Bearer "+src.current())
-			return rt.RoundTrip(req)
-		})
-	})
-	return base, direct, id, nil
+	go self.Renew(ctx)
+	return base, self.Config(base), id, nil
 }
-
-// selfToken is a token of the runtime's own ServiceAccount, kept fresh.
-type selfToken struct {
-	cfg             *rest.Config
-	namespace, name string
-	provider        string // metrics label
-
-	mu      sync.RWMutex
-	token   string
-	renewAt time.Time
-}
-
-func (s *selfToken) current() string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.token
-}
-
-// refresh mints a new token and records the outcome in the metrics (the refresh
-// count and the expiry, which alert rules watch).
-func (s *selfToken) refresh(ctx context.Context) error {
-	expires, err := s.mint(ctx)
-	metrics.RuntimeTokenRefreshed(s.provider, expires, err)
-	return err
-}
-
-func (s *selfToken) mint(ctx context.Context) (time.Time, error) {
-	cs, err := kubernetes.NewForConfig(s.cfg)
-	if err != nil {
-		return time.Time{}, err
-	}
-	tr, err := cs.CoreV1().ServiceAccounts(s.namespace).CreateToken(ctx, s.name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(directTokenTTL.Seconds()))},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return time.Time{}, err
-	}
-	s.mu.Lock()
-	s.token = tr.Status.Token
-	s.renewAt = kubeconfig.RenewAt(time.Now(), tr.Status.ExpirationTimestamp.Time)
-	s.mu.Unlock()
-	return tr.Status.ExpirationTimestamp.Time, nil
-}
-
-func (s *selfToken) renew(ctx context.Context) {
-	for {
-		s.mu.RLock()
-		wait := time.Until(s.renewAt)
-		s.mu.RUnlock()
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		if err := s.refresh(ctx); err != nil {
-			log.FromContext(ctx).Error(err, "renewing the runtime's direct-call token; retrying in 30s")
-			s.mu.Lock()
-			s.renewAt = time.Now().Add(30 * time.Second)
-			s.mu.Unlock()
-		}
-	}
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
