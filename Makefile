@@ -1,6 +1,6 @@
 # kcp-serviceprovider: the commands the README names.
 
-.PHONY: test lint verify run generate binaries bench
+.PHONY: test lint verify run generate binaries bench image
 
 ## test: build (or reuse) the real test servers, gofmt, go vet, lint, verify, and every test.
 test:
@@ -39,3 +39,8 @@ binaries:
 BENCH_ARGS ?= -sizes 10,100,500 -std-sizes 10,100
 bench:
 	export "$$(hack/test-binaries.sh | tail -1)" && cd test/bench && go run . -out ../../docs/benchmarks.md $(BENCH_ARGS)
+
+## image: the reference provider's container image as an OCI layout in dist/image, built
+## without a container daemon (hack/image): static binary, non-root, reproducible.
+image:
+	go run ./hack/image -main ./cmd/kcp-serviceprovider -out dist/image
