@@ -23,12 +23,11 @@ import (
 func main() {
 	readme := flag.String("readme", "README.md", "the README whose Layout table holds the layers")
 	flag.Parse()
-	f, err := os.Open(*readme)
+	raw, err := os.ReadFile(*readme)
 	if err != nil {
 		fail(err)
 	}
-	defer func() { _ = f.Close() }()
-	table, err := parseTable(f)
+	table, err := parseTable(bytes.NewReader(raw))
 	if err != nil {
 		fail(fmt.Errorf("%s: %w", *readme, err))
 	}
