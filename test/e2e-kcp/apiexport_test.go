@@ -351,3 +351,15 @@ func captureLogs(t *testing.T) *logBuffer {
 	harness.LogTo(t, l)
 	return l
 }
+
+// logRuntimeOnFailure captures the runtime's log for the rest of the test and prints
+// its last n lines if the test fails.
+func logRuntimeOnFailure(t *testing.T, n int) {
+	t.Helper()
+	logs := captureLogs(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("runtime log:\n%s", logs.tail(n))
+		}
+	})
+}

@@ -35,12 +35,7 @@ import (
 // the repair of their credentials, and the root shard's tenant throughout.
 func TestShardJoinsAndLeaves(t *testing.T) {
 	ctx := t.Context()
-	logs := captureLogs(t)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("runtime log:\n%s", logs.tail(150))
-		}
-	})
+	logRuntimeOnFailure(t, 150)
 	e := startKCPEnvOn(ctx, t, 2, builder.Options{})
 	main := client.ObjectKey{Namespace: "default", Name: "main"}
 	bind := func(name, shard string) tenant {
@@ -137,12 +132,7 @@ func TestShardJoinsAndLeaves(t *testing.T) {
 // workspace answers, without the endpoint slice changing again.
 func TestVirtualWorkspaceServedOnceReady(t *testing.T) {
 	ctx := t.Context()
-	logs := captureLogs(t)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("runtime log:\n%s", logs.tail(150))
-		}
-	})
+	logRuntimeOnFailure(t, 150)
 	fault := &vwNotServing{}
 	fault.on.Store(true)
 	ports, err := localenv.FreePorts(1)
