@@ -3,30 +3,21 @@ package access
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/openmcp-project/controller-utils/pkg/logging"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
-	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
 	"github.com/openmcp-project/openmcp-operator/lib/clusteraccess/advanced"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
-	"github.com/openmcp-project/kcp-serviceprovider/kubeconfig"
 )
 
 // Options configure a Requester.
@@ -82,9 +73,6 @@ const DefaultRecheck = 10 * time.Minute
 
 // DefaultGrantTimeout is Options.GrantTimeout's default.
 const DefaultGrantTimeout = 15 * time.Minute
-
-// maxDeniedRetry caps the backoff between orders of a request that keeps being denied.
-const maxDeniedRetry = time.Hour
 
 // Key names one tenant's request: the library's reconcile.Request (its Name and
 // Namespace derive the request name and labels) and the tenant identity (which derives
@@ -153,56 +141,6 @@ type tenantState struct {
 	// askedAt is when this process last asked the platform again about a request
 	// pending past GrantTimeout.
 	askedAt time.Time
-}
-
-// grantedAccess is a full pass of Ensure that ended with the access granted: the
-// grants it saw, and when.
-type grantedAccess struct {
-	ar, cr    grant
-	access    *cluster.Access
-	checkedAt time.Time
-}
-
-// grant is what a granted request's access depends on. A request changes for reasons
-// that leave its grant as it was (this runtime's record annotation, the platform's
-// bookkeeping in its status after the grant: at 500 workspaces the real operator's
-// later status writes made every other tenant read its access Secret a second time),
-// so a poll compares grants, not resource versions.
-type grant struct {
-	uid        types.UID
-	generation int64
-	// granted holds for a request granted at its generation, not being deleted.
-	granted bool
-	// to is the Secret an AccessRequest names, the Cluster a ClusterRequest names.
-	to string
-}
-
-func accessGrant(ar *clustersv1alpha1.AccessRequest) grant {
-	if ar == nil {
-		return grant{}
-	}
-	g := grant{uid: ar.UID, generation: ar.Generation,
-		granted: ar.Status.IsGranted() && ar.Status.ObservedGeneration == ar.Generation && ar.DeletionTimestamp.IsZero()}
-	if ar.Status.SecretRef != nil {
-		g.to = ar.Status.SecretRef.Name
-	}
-	return g
-}
-
-func clusterGrant(cr *clustersv1alpha1.ClusterRequest) grant {
-	if cr == nil {
-		return grant{}
-	}
-	g := grant{uid: cr.UID, generation: cr.Generation, granted: cr.Status.IsGranted() && cr.DeletionTimestamp.IsZero()}
-	if cr.Status.Cluster != nil {
-		g.to = cr.Status.Cluster.Namespace + "/" + cr.Status.Cluster.Name
-	}
-	return g
-}
-
-type cachedAccess struct {
-	resourceVersion string
-	access          *cluster.Access
 }
 
 // New returns a Requester creating its requests with the platform client.
@@ -371,120 +309,6 @@ func (r *Requester) orderingFailed(key Key, err error) error {
 	return fmt.Errorf("ordering %s access: %w", r.opts.Registration.ID(), err)
 }
 
-// current returns the tenant's access from memory when nothing it depends on has
-// changed since a full pass ended granted: the same AccessRequest (and ClusterRequest)
-// with the same grant in the informer cache (grant), within Recheck and before the
-// token's renewal time. A poll of a served object then costs no request to the
-// platform; the full pass reads the access Secret past the cache.
-func (r *Requester) current(ctx context.Context, key Key) (*cluster.Access, error) {
-	if r.opts.Recheck < 0 {
-		return nil, nil
-	}
-	r.mu.Lock()
-	g, ok := r.granted[tenantKey(key)]
-	r.mu.Unlock()
-	now := time.Now()
-	if !ok || now.Sub(g.checkedAt) >= r.opts.Recheck || (!g.access.RenewAt.IsZero() && !now.Before(g.access.RenewAt)) {
-		return nil, nil
-	}
-	ar, err := r.accessRequest(ctx, key)
-	if err != nil || accessGrant(ar) != g.ar {
-		return nil, nil // the full pass reads and reports it
-	}
-	if r.opts.Registration.ClusterRequestAvailable() {
-		cr, err := r.lib.ClusterRequest(ctx, key.Request, r.opts.Registration.ID(), key.Identity)
-		if err != nil || clusterGrant(cr) != g.cr {
-			return nil, nil
-		}
-	}
-	return g.access, nil
-}
-
-// waitingMessage is what the tenant reads while its requests are pending, the same
-// for every step of the wait (see Ensure).
-func (r *Requester) waitingMessage(key Key) string {
-	return fmt.Sprintf("waiting for the platform to grant access to the %s cluster (requests in platform namespace %s)",
-		r.opts.Registration.ID(), key.Identity.TenantNamespace())
-}
-
-// pendingRequest is the request the platform has yet to grant: the ClusterRequest
-// while it is pending, then the AccessRequest; nil when neither exists yet.
-func pendingRequest(cr *clustersv1alpha1.ClusterRequest, ar *clustersv1alpha1.AccessRequest) client.Object {
-	if cr != nil && !cr.Status.IsGranted() {
-		return cr
-	}
-	if ar != nil && !ar.Status.IsGranted() {
-		return ar
-	}
-	// A granted request waiting for its new generation to be granted has no
-	// timestamp of the change; it is not timed.
-	return nil
-}
-
-// notGranted tells the tenant that the platform has left a request pending past
-// GrantTimeout, and asks the platform again, once per GrantTimeout: the operation
-// annotation makes the responsible controller reconcile the request now, whatever its
-// backoff. The request itself stays: withdrawing it would throw away a grant in
-// progress (a cluster being provisioned) and, for the last request of a Cluster, the
-// Cluster with it. retry is the tenant's waitingRetry of this look.
-func (r *Requester) notGranted(ctx context.Context, key Key, pending client.Object, says string, retry time.Duration) error {
-	kind := "AccessRequest"
-	if _, ok := pending.(*clustersv1alpha1.ClusterRequest); ok {
-		kind = "ClusterRequest"
-	}
-	now := time.Now()
-	r.mu.Lock()
-	st := r.state(key)
-	ask := now.Sub(st.askedAt) >= r.opts.GrantTimeout
-	if ask {
-		st.askedAt = now
-	}
-	askedAt := st.askedAt
-	r.mu.Unlock()
-	if ask {
-		if err := askAgain(ctx, r.platform, pending); err != nil {
-			r.mu.Lock()
-			st.askedAt = time.Time{}
-			r.mu.Unlock()
-			return fmt.Errorf("asking the platform again about %s %s/%s: %w", kind, pending.GetNamespace(), pending.GetName(), err)
-		}
-	}
-	msg := fmt.Sprintf("the platform has not granted %s %s/%s for %s (pending since %s); asked it again at %s",
-		kind, pending.GetNamespace(), pending.GetName(), now.Sub(pending.GetCreationTimestamp().Time).Round(time.Second),
-		pending.GetCreationTimestamp().UTC().Format(time.RFC3339), askedAt.UTC().Format(time.RFC3339))
-	if says != "" {
-		msg += "; the platform says: " + says
-	}
-	// Look again no later than the next ask is due.
-	next := max(time.Until(askedAt.Add(r.opts.GrantTimeout)), r.opts.RetryInterval)
-	return &WaitingError{Reason: r.opts.NotGrantedReason, Final: true, RequeueAfter: min(retry, next), Message: msg}
-}
-
-// askAgain sets openMCP's operation annotation to "reconcile" on a request; the
-// controller responsible for it reconciles it and removes the annotation.
-func askAgain(ctx context.Context, c client.Client, obj client.Object) error {
-	if obj.GetAnnotations()[openmcpconst.OperationAnnotation] == openmcpconst.OperationAnnotationValueReconcile {
-		return nil
-	}
-	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, openmcpconst.OperationAnnotation, openmcpconst.OperationAnnotationValueReconcile))
-	if err := c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	return nil
-}
-
-// waitingRetry is when to look at a tenant's pending request again: RetryInterval,
-// doubling with each look in a row, up to maxWaitingRetry (or RetryInterval if that is
-// longer).
-func (r *Requester) waitingRetry(key Key) time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	st := r.state(key)
-	n := st.waits
-	st.waits++
-	return max(min(r.opts.RetryInterval<<min(n, 16), maxWaitingRetry), r.opts.RetryInterval)
-}
-
 func tenantKey(key Key) string { return key.Request.String() + "|" + key.Identity.String() }
 
 // state returns the tenant's state, creating it. Call with r.mu held.
@@ -495,68 +319,6 @@ func (r *Requester) state(key Key) *tenantState {
 		r.tenants[tenantKey(key)] = st
 	}
 	return st
-}
-
-// requestUIDs are the UIDs of the tenant's ClusterRequest (if the registration has
-// one) and AccessRequest, as the platform reads show them now.
-func (r *Requester) requestUIDs(ctx context.Context, key Key) []types.UID {
-	var uids []types.UID
-	if r.opts.Registration.ClusterRequestAvailable() {
-		if cr, err := r.lib.ClusterRequest(ctx, key.Request, r.opts.Registration.ID(), key.Identity); err == nil && cr != nil {
-			uids = append(uids, cr.UID)
-		}
-	}
-	if ar, err := r.accessRequest(ctx, key); err == nil && ar != nil {
-		uids = append(uids, ar.UID)
-	}
-	return uids
-}
-
-// withdrawnGone returns a *WaitingError while the platform reads still show a request
-// withdrawn last (tenantState.withdrawn), and forgets them once none does.
-func (r *Requester) withdrawnGone(ctx context.Context, key Key) error {
-	r.mu.Lock()
-	st := r.tenants[tenantKey(key)]
-	var withdrawn []types.UID
-	if st != nil {
-		withdrawn = st.withdrawn
-	}
-	r.mu.Unlock()
-	if len(withdrawn) == 0 {
-		return nil
-	}
-	for _, uid := range r.requestUIDs(ctx, key) {
-		if slices.Contains(withdrawn, uid) {
-			return &WaitingError{Reason: r.opts.WaitingReason, RequeueAfter: r.opts.RetryInterval,
-				Message: "withdrawing the denied request to order it again"}
-		}
-	}
-	r.mu.Lock()
-	if st := r.tenants[tenantKey(key)]; st != nil {
-		st.withdrawn = nil
-	}
-	r.mu.Unlock()
-	return nil
-}
-
-// denied records a denial and returns what the tenant reads. Once the denial has stood
-// for the backoff, the requests are withdrawn (on the next Ensure) and ordered again.
-func (r *Requester) denied(key Key, msg string) error {
-	now := time.Now()
-	r.mu.Lock()
-	st := r.state(key)
-	if st.deniedSince.IsZero() {
-		st.deniedSince, st.denials = now, st.denials+1
-	}
-	retryAt := st.deniedSince.Add(min(r.opts.DeniedRetry<<min(st.denials-1, 16), maxDeniedRetry))
-	if !now.Before(retryAt) {
-		// Withdraw on the next Ensure; the next denial starts a new wait.
-		st.withdrawing, st.deniedSince = true, time.Time{}
-		retryAt = now
-	}
-	r.mu.Unlock()
-	return &WaitingError{Reason: r.opts.DeniedReason, Final: true, RequeueAfter: max(time.Until(retryAt), r.opts.RetryInterval),
-		Message: fmt.Sprintf("%s; ordering it again at %s", msg, retryAt.UTC().Format(time.RFC3339))}
 }
 
 // Release deletes the tenant's requests. It reports done once they are gone.
@@ -582,192 +344,4 @@ func (r *Requester) Release(ctx context.Context, key Key) (bool, error) {
 	}
 	r.mu.Unlock()
 	return true, nil
-}
-
-// fromAccessRequest reads the access Secret into a client, reusing the cached one while
-// the Secret is unchanged.
-func (r *Requester) fromAccessRequest(ctx context.Context, ar *clustersv1alpha1.AccessRequest) (*cluster.Access, error) {
-	if ar.Status.SecretRef == nil {
-		return nil, &WaitingError{Reason: r.opts.WaitingReason, RequeueAfter: r.opts.RetryInterval,
-			Message: fmt.Sprintf("AccessRequest %s/%s is granted but names no Secret yet", ar.Namespace, ar.Name)}
-	}
-	s := &corev1.Secret{}
-	if err := r.platform.Get(ctx, client.ObjectKey{Namespace: ar.Namespace, Name: ar.Status.SecretRef.Name}, s); err != nil {
-		return nil, fmt.Errorf("reading access Secret of AccessRequest %s/%s: %w", ar.Namespace, ar.Name, err)
-	}
-	r.mu.Lock()
-	c, ok := r.cache[ar.UID]
-	r.mu.Unlock()
-	if ok && c.resourceVersion == s.ResourceVersion {
-		return c.access, nil
-	}
-	kcfg := s.Data[clustersv1alpha1.SecretKeyKubeconfig]
-	if len(kcfg) == 0 {
-		return nil, fmt.Errorf("access Secret %s/%s has no %q key", s.Namespace, s.Name, clustersv1alpha1.SecretKeyKubeconfig)
-	}
-	a, err := FromKubeconfig(kcfg, r.opts.Scheme, r.opts.Tune)
-	if err != nil {
-		return nil, fmt.Errorf("access Secret %s/%s: %w", s.Namespace, s.Name, err)
-	}
-	a.RenewAt = RenewAt(s.Data)
-	r.mu.Lock()
-	r.cache[ar.UID] = cachedAccess{resourceVersion: s.ResourceVersion, access: a}
-	r.mu.Unlock()
-	return a, nil
-}
-
-// RenewAt is when the platform renews the token of an access Secret: 80 % of the
-// lifetime between the Secret's creationTimestamp and expirationTimestamp keys (Unix
-// seconds, as openMCP's AccessRequest controller writes them). Zero when either key is
-// missing or malformed: such a credential is treated as not expiring.
-func RenewAt(data map[string][]byte) time.Time {
-	created, err1 := strconv.ParseInt(string(data[clustersv1alpha1.SecretKeyCreationTimestamp]), 10, 64)
-	expires, err2 := strconv.ParseInt(string(data[clustersv1alpha1.SecretKeyExpirationTimestamp]), 10, 64)
-	if err1 != nil || err2 != nil || expires <= created || created <= 0 {
-		return time.Time{}
-	}
-	return kubeconfig.RenewAt(time.Unix(created, 0), time.Unix(expires, 0))
-}
-
-// FromKubeconfig builds an Access from raw kubeconfig bytes.
-func FromKubeconfig(kubeconfig []byte, scheme *runtime.Scheme, tune func(*rest.Config)) (*cluster.Access, error) {
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
-	if err != nil {
-		// The parse error can quote the file; never pass it on.
-		return nil, fmt.Errorf("kubeconfig does not parse")
-	}
-	if tune != nil {
-		tune(cfg)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, fmt.Errorf("creating client for %s: %w", cfg.Host, err)
-	}
-	return &cluster.Access{Client: c, Config: cfg, Kubeconfig: kubeconfig}, nil
-}
-
-// platformProblem returns what the platform reported as wrong with a pending request,
-// as "<Kind> <namespace>/<name>: <reason>: <message>", or "" when it reports nothing
-// but a wait. It reads the conditions that are not True; a reason starting with
-// "WaitingFor" (openMCP's reasons for a wait, e.g. WaitingForClusterRequest) is a
-// step, not a problem. The ClusterRequest is looked at first: an AccessRequest
-// waiting for it says little more. Platforms that write no conditions (the
-// openmcp-operator's AccessRequest controller keeps only the phase) report nothing.
-func platformProblem(cr *clustersv1alpha1.ClusterRequest, ar *clustersv1alpha1.AccessRequest) string {
-	if cr != nil && !cr.Status.IsGranted() {
-		if s := problemIn(cr.Status.Conditions); s != "" {
-			return fmt.Sprintf("ClusterRequest %s/%s: %s", cr.Namespace, cr.Name, s)
-		}
-	}
-	if ar != nil && !ar.Status.IsGranted() {
-		if s := problemIn(ar.Status.Conditions); s != "" {
-			return fmt.Sprintf("AccessRequest %s/%s: %s", ar.Namespace, ar.Name, s)
-		}
-	}
-	return ""
-}
-
-func problemIn(conds []metav1.Condition) string {
-	for _, c := range conds {
-		if c.Status == metav1.ConditionTrue || c.Reason == "" || strings.HasPrefix(c.Reason, "WaitingFor") {
-			continue
-		}
-		if c.Message == "" {
-			return c.Reason
-		}
-		return c.Reason + ": " + c.Message
-	}
-	return ""
-}
-
-// deniedMessage picks the platform's explanation from the request's conditions.
-func deniedMessage(conds []metav1.Condition) string {
-	for _, c := range conds {
-		if c.Status != metav1.ConditionTrue && c.Message != "" {
-			return c.Message
-		}
-	}
-	for _, c := range conds {
-		if c.Message != "" {
-			return c.Message
-		}
-	}
-	return "no reason given"
-}
-
-// Lookup returns the tenant's access if it was granted, without ordering anything: the
-// deletion path uses it so that a tenant being deleted never causes new requests.
-func (r *Requester) Lookup(ctx context.Context, key Key) (*cluster.Access, error) {
-	ar, err := r.accessRequest(libContext(ctx), key)
-	if err != nil {
-		return nil, fmt.Errorf("reading AccessRequest: %w", err)
-	}
-	if ar == nil || !ar.DeletionTimestamp.IsZero() || !ar.Status.IsGranted() || ar.Status.SecretRef == nil {
-		return nil, nil
-	}
-	a, err := r.fromAccessRequest(ctx, ar)
-	if apierrors.IsNotFound(err) {
-		// The platform already revoked it.
-		return nil, nil
-	}
-	return a, err
-}
-
-// accessRequest reads the tenant's AccessRequest; nil when there is none.
-func (r *Requester) accessRequest(ctx context.Context, key Key) (*clustersv1alpha1.AccessRequest, error) {
-	ar, err := r.lib.AccessRequest(ctx, key.Request, r.opts.Registration.ID(), key.Identity)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	return ar, err
-}
-
-// Record keeps value in the annotation of the tenant's AccessRequest, patching it only
-// when it differs, so a tenant whose value does not change costs no writes. Before the
-// AccessRequest exists the value is kept in memory and written with the request when
-// this Requester creates it (routeAccessRequest): a tenant's first object then costs no
-// patch of its own. While the request is being deleted there is nothing to keep it with
-// and Record does nothing. The engine keeps its record of the object it hands the
-// provider this way (engine.RecordAnnotation): it goes when the request goes.
-func (r *Requester) Record(ctx context.Context, key Key, annotation, value string) error {
-	ar, err := r.accessRequest(libContext(ctx), key)
-	if err != nil {
-		return fmt.Errorf("reading AccessRequest: %w", err)
-	}
-	if ar == nil {
-		r.mu.Lock()
-		if r.records[tenantKey(key)] == nil {
-			r.records[tenantKey(key)] = map[string]string{}
-		}
-		r.records[tenantKey(key)][annotation] = value
-		r.mu.Unlock()
-		return nil
-	}
-	// The request exists: what was kept for its create has served (or the library
-	// created it without), and from here on the request holds the value.
-	r.mu.Lock()
-	delete(r.records, tenantKey(key))
-	r.mu.Unlock()
-	if !ar.DeletionTimestamp.IsZero() || ar.Annotations[annotation] == value {
-		return nil
-	}
-	base := ar.DeepCopy()
-	if ar.Annotations == nil {
-		ar.Annotations = map[string]string{}
-	}
-	ar.Annotations[annotation] = value
-	if err := r.platform.Patch(ctx, ar, client.MergeFrom(base)); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("annotating AccessRequest %s/%s: %w", ar.Namespace, ar.Name, err)
-	}
-	return nil
-}
-
-// recordsOf returns a copy of what Record keeps for the tenant's next AccessRequest.
-func (r *Requester) recordsOf(key Key) map[string]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return maps.Clone(r.records[tenantKey(key)])
 }
