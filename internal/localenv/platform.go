@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
@@ -344,6 +345,11 @@ func (p *Platform) prepareProvider(ctx context.Context, pw ProviderWorkspace) er
 // bindUserLikeServiceAccount adds user as a subject to every ClusterRoleBinding and
 // RoleBinding of the workspace that binds the ServiceAccount sa.
 func bindUserLikeServiceAccount(ctx context.Context, c client.Client, sa types.NamespacedName, user string) error {
+	// kcp's own controllers may write a binding meanwhile: read again and retry.
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error { return bindUserOnce(ctx, c, sa, user) })
+}
+
+func bindUserOnce(ctx context.Context, c client.Client, sa types.NamespacedName, user string) error {
 	crbs, rbs := &rbacv1.ClusterRoleBindingList{}, &rbacv1.RoleBindingList{}
 	if err := c.List(ctx, crbs); err != nil {
 		return err
@@ -354,6 +360,7 @@ func bindUserLikeServiceAccount(ctx context.Context, c client.Client, sa types.N
 	bindsSA := func(s rbacv1.Subject) bool {
 		return s.Kind == rbacv1.ServiceAccountKind && s.Namespace == sa.Namespace && s.Name == sa.Name
 	}
+	isUser := func(s rbacv1.Subject) bool { return s.Kind == rbacv1.UserKind && s.Name == user }
 	type binding struct {
 		obj      client.Object
 		subjects *[]rbacv1.Subject
@@ -366,7 +373,7 @@ func bindUserLikeServiceAccount(ctx context.Context, c client.Client, sa types.N
 		bindings = append(bindings, binding{&rbs.Items[i], &rbs.Items[i].Subjects})
 	}
 	for _, b := range bindings {
-		if slices.ContainsFunc(*b.subjects, bindsSA) {
+		if slices.ContainsFunc(*b.subjects, bindsSA) && !slices.ContainsFunc(*b.subjects, isUser) {
 			*b.subjects = append(*b.subjects, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user})
 			if err := c.Update(ctx, b.obj); err != nil {
 				return err
