@@ -23,7 +23,7 @@
 //     the resourceVersion read (optimistic concurrency) and are retried on conflict, and
 //     nothing is written when the merge changes nothing.
 //   - It then waits, with a deadline, for kcp to set the export's identity hash and for
-//     the endpoint slice named like the export (kcp v0.30 creates it; if it does not
+//     the endpoint slice named like the export (kcp creates it; if it does not
 //     appear, Provision creates it).
 //
 // Permission claims: [RequiredPermissionClaims] lists the claims the runtime itself

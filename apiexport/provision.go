@@ -43,8 +43,9 @@ type Provisioned struct {
 }
 
 // endpointSliceGrace is how long Provision waits for kcp to create the endpoint slice
-// named like the export before creating it itself. kcp v0.30 creates it right after it
-// has set the identity, so this only matters for servers that do not.
+// named like the export before creating it itself. kcp creates it right after it has
+// set the identity (unless the export opts out), so this only matters for servers that
+// do not.
 const endpointSliceGrace = 10 * time.Second
 
 // conflictBackoff spaces the retries of a write that lost a race against another
