@@ -3,12 +3,9 @@
 // so they are served next to controller-runtime's own (workqueue, reconcile totals,
 // REST client) on the process's metrics endpoint.
 //
-// Names follow `serviceprovider_<subsystem>_<name>_<unit>`. Label values come from
-// small closed sets (mode, result, phase, Ready reason, cluster kind) plus the
-// provider's name, which is constant per process; a workspace, tenant or object name
-// never becomes a label, because a runtime serves thousands of workspaces and a series
-// per workspace would cost the monitoring system more than the runtime itself.
-// Per-tenant detail is in the objects' status, events and logs.
+// Names follow `serviceprovider_<subsystem>_<name>_<unit>`; label values come from
+// small closed sets plus the provider's name, never a workspace, tenant or object name
+// (a series per workspace would cost the monitoring system more than the runtime).
 //
 // Two kinds of metrics live here:
 //   - counters and histograms the code moves as things happen (reconciles, tokens,
