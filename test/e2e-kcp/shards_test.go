@@ -39,12 +39,9 @@ func TestShardJoinsAndLeaves(t *testing.T) {
 	e := startKCPEnvOn(ctx, t, 2, builder.Options{})
 	main := client.ObjectKey{Namespace: "default", Name: "main"}
 	bind := func(name, shard string) tenant {
-		path, lc := e.k.CreateWorkspaceOn(ctx, t, logicalcluster.NewPath("root"), name, shard)
-		e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
-		tn := tenant{path: path, lc: lc, c: harness.NewClient(t, e.k.ConfigFor(path), e.scheme)}
-		newWidget(ctx, t, tn.c, main.Name, "blue")
+		tn := bindOnShard(ctx, t, e, name, shard, main.Name)
 		waitReady(ctx, t, tn.c, main)
-		wantConfigMap(ctx, t, e.wl, lc, "hello", "blue")
+		wantConfigMap(ctx, t, e.wl, tn.lc, "hello", "blue")
 		return tn
 	}
 	wantEndpoints := func(n int) {
@@ -147,13 +144,7 @@ func TestVirtualWorkspaceServedOnceReady(t *testing.T) {
 	}
 	fault.host.Store(shardURL.Host)
 	main := client.ObjectKey{Namespace: "default", Name: "main"}
-	bind := func(name, shard string) tenant {
-		path, lc := e.k.CreateWorkspaceOn(ctx, t, logicalcluster.NewPath("root"), name, shard)
-		e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
-		tn := tenant{path: path, lc: lc, c: harness.NewClient(t, e.k.ConfigFor(path), e.scheme)}
-		newWidget(ctx, t, tn.c, main.Name, "blue")
-		return tn
-	}
+	bind := func(name, shard string) tenant { return bindOnShard(ctx, t, e, name, shard, main.Name) }
 	onRoot := bind("on-root", localenv.ShardName(0))
 	waitReady(ctx, t, onRoot.c, main)
 	wantProbeStatus(ctx, t, probes, http.StatusOK)
@@ -279,4 +270,15 @@ func wantProbeStatus(ctx context.Context, t testing.TB, addr string, code int) s
 		return nil
 	})
 	return body
+}
+
+// bindOnShard creates the workspace name on the kcp shard shard, binds the export there
+// accepting the runtime's claims, and creates the blue widget widget in it.
+func bindOnShard(ctx context.Context, t *testing.T, e *kcpEnv, name, shard, widget string) tenant {
+	t.Helper()
+	path, lc := e.k.CreateWorkspaceOn(ctx, t, logicalcluster.NewPath("root"), name, shard)
+	e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
+	tn := tenant{path: path, lc: lc, c: harness.NewClient(t, e.k.ConfigFor(path), e.scheme)}
+	newWidget(ctx, t, tn.c, widget, "blue")
+	return tn
 }
