@@ -273,12 +273,12 @@ func wantProbeStatus(ctx context.Context, t testing.TB, addr string, code int) s
 }
 
 // bindOnShard creates the workspace name on the kcp shard shard, binds the export there
-// accepting the runtime's claims, and creates the blue widget widget in it.
-func bindOnShard(ctx context.Context, t *testing.T, e *kcpEnv, name, shard, widget string) tenant {
+// accepting the runtime's claims, and creates the blue widget object there.
+func bindOnShard(ctx context.Context, t *testing.T, e *kcpEnv, name, shard, object string) tenant {
 	t.Helper()
 	path, lc := e.k.CreateWorkspaceOn(ctx, t, logicalcluster.NewPath("root"), name, shard)
 	e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
 	tn := tenant{path: path, lc: lc, c: harness.NewClient(t, e.k.ConfigFor(path), e.scheme)}
-	newWidget(ctx, t, tn.c, widget, "blue")
+	newWidget(ctx, t, tn.c, object, "blue")
 	return tn
 }
