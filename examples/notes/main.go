@@ -1,6 +1,5 @@
-// Command notes is the skeleton of a service provider on the command package: its
-// types (api/v1alpha1), provider.go, and this file. Copy it to start a provider;
-// test/e2e-binary builds and runs it (TestScratchProvider).
+// Command notes is the skeleton of a provider on the command package: its types, its
+// provider.go and this file. Copy it to start one; test/e2e-binary runs it.
 package main
 
 import (
