@@ -129,8 +129,7 @@ func (h *Holder) next() time.Time {
 // Config is base without its credentials, every request of which carries the held
 // token: a renewal applies to clients already built from it.
 func (h *Holder) Config(base *rest.Config) *rest.Config {
-	cfg := rest.AnonymousClientConfig(base)
-	cfg.QPS, cfg.Burst, cfg.RateLimiter = base.QPS, base.Burst, base.RateLimiter
+	cfg := rest.AnonymousClientConfig(base) // keeps QPS, Burst and RateLimiter
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			req = req.Clone(req.Context())

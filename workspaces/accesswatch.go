@@ -55,9 +55,8 @@ type AccessWatch struct {
 	lister  engine.ClusterLister
 	// watches are the running watches, by virtual workspace URL.
 	watches map[string]*vwWatch
-	// failures counts the failed attempts to watch a virtual workspace, by URL, for
-	// the backoff of the next.
-	failures map[string]int
+	// backoff spaces the attempts to watch a virtual workspace, by URL.
+	backoff workqueue.TypedRateLimiter[string]
 }
 
 // Backoff of a virtual workspace whose watch could not be set up (it does not serve
@@ -79,7 +78,8 @@ type vwWatch struct {
 // names the minters that keep them.
 func NewAccessWatch(scheme *runtime.Scheme, managedBy map[string]string) *AccessWatch {
 	return &AccessWatch{scheme: scheme, selector: labels.SelectorFromSet(managedBy),
-		configs: map[string]*rest.Config{}, watches: map[string]*vwWatch{}, failures: map[string]int{}}
+		configs: map[string]*rest.Config{}, watches: map[string]*vwWatch{},
+		backoff: workqueue.NewTypedItemExponentialFailureRateLimiter[string](accessRetryMin, accessRetryMax)}
 }
 
 // ReportTo names the minters whose objects are watched (the provider's credential and,
@@ -162,7 +162,7 @@ func (w *AccessWatch) VirtualWorkspaceGone(url string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.configs, url)
-	delete(w.failures, url)
+	w.backoff.Forget(url)
 	if vw := w.watches[url]; vw != nil {
 		vw.stop()
 		delete(w.watches, url)
@@ -174,14 +174,12 @@ func (w *AccessWatch) VirtualWorkspaceGone(url string) {
 func (w *AccessWatch) tryWatch(cfg *rest.Config) {
 	err := w.watch(cfg)
 	if err == nil {
-		delete(w.failures, cfg.Host)
+		w.backoff.Forget(cfg.Host)
 		return
 	}
-	w.failures[cfg.Host]++
-	n := w.failures[cfg.Host]
-	wait := min(accessRetryMin<<min(n-1, 10), accessRetryMax)
+	wait := w.backoff.When(cfg.Host)
 	log.FromContext(w.ctx).Error(err, "watching the runtime's objects through a virtual workspace; retrying with backoff",
-		"virtualWorkspace", cfg.Host, "attempts", n, "retryIn", wait)
+		"virtualWorkspace", cfg.Host, "attempts", w.backoff.NumRequeues(cfg.Host), "retryIn", wait)
 	ctx := w.ctx
 	time.AfterFunc(wait, func() {
 		w.mu.Lock()

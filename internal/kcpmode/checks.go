@@ -37,7 +37,8 @@ func (s *Supervisor) Healthz(*http.Request) error {
 }
 
 // Readyz passes when kcp mode is off, or runs and, if this process leads it, watches
-// every virtual workspace the endpoint slice lists, and each answers. A standby replica (not leading kcp mode) is ready once
+// every virtual workspace the endpoint slice lists, and each answers. A standby
+// replica (not leading kcp mode) is ready once
 // kcp mode started: it cannot reach the virtual workspace before it leads (the
 // provider runs only under the lease), and holding standbys unready would stall
 // rolling updates.

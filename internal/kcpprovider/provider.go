@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -152,12 +153,7 @@ func (p *Provider) Unwatched() []Unwatched {
 	for url, err := range p.failed {
 		out = append(out, Unwatched{URL: url, Err: err})
 	}
-	slices.SortFunc(out, func(a, b Unwatched) int {
-		if a.URL < b.URL {
-			return -1
-		}
-		return 1
-	})
+	slices.SortFunc(out, func(a, b Unwatched) int { return strings.Compare(a.URL, b.URL) })
 	return out
 }
 
