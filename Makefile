@@ -28,6 +28,9 @@ generate:
 	go run ./cmd/kcp-serviceprovider kcp-manifests > examples/echo/config/kcp/apiexport.yaml.tmp && mv examples/echo/config/kcp/apiexport.yaml.tmp examples/echo/config/kcp/apiexport.yaml
 	$$(hack/tools.sh controller-gen) object paths=./examples/notes/api/...
 	$$(hack/tools.sh controller-gen) crd paths=./examples/notes/api/... output:crd:dir=./examples/notes/crd
+	$$(hack/tools.sh controller-gen) object paths=./examples/greeter/api/...
+	$$(hack/tools.sh controller-gen) crd paths=./examples/greeter/api/... output:crd:dir=./examples/greeter/crd
+	go run ./examples/greeter/cmd/greeter platform-rbac > examples/greeter/config/platform-rbac.yaml.tmp && mv examples/greeter/config/platform-rbac.yaml.tmp examples/greeter/config/platform-rbac.yaml
 
 ## binaries: build the test servers into the cache and print where they are.
 binaries:

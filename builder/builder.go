@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,6 +27,7 @@ type Builder[T provider.Object] struct {
 	workloadPerms  workload.Permissions
 	mcpPerms       workload.Permissions
 	workerPerms    *workload.Permissions
+	platformRules  []rbacv1.PolicyRule
 	kcp            apiexport.Provisionable
 	errs           []error
 }
@@ -83,6 +86,25 @@ func (b *Builder[T]) WorkerMCPPermissions(perms workload.Permissions) *Builder[T
 	return b
 }
 
+// PlatformPermissions declares what the provider writes on the platform cluster, in
+// each tenant's platform namespace: the child objects of providers that install
+// through Flux (OCIRepository, HelmRelease, a values Secret). With it the provider
+// gets cluster.PlatformWriterFromCtx, confined to the tenant's namespace, and a
+// platform Secret for every kubeconfig it is handed (cluster.Access.Secret), which in
+// kcp mode the runtime writes. The rules are cluster-wide RBAC for the runtime's
+// ServiceAccount (tenant namespaces come and go): PlatformRules renders them, and the
+// kcp-serviceprovider platform-rbac command prints them as a ClusterRole. Rules
+// naming a namespace or cluster-scoped kind still fail in the writer.
+func (b *Builder[T]) PlatformPermissions(rules ...rbacv1.PolicyRule) *Builder[T] {
+	for _, r := range rules {
+		if len(r.NonResourceURLs) > 0 {
+			b.errs = append(b.errs, errors.New("PlatformPermissions: non-resource URLs are not platform objects"))
+		}
+	}
+	b.platformRules = append(b.platformRules, rules...)
+	return b
+}
+
 // Complete validates the declarations and returns the Runtime.
 func (b *Builder[T]) Complete(r provider.Reconciler[T]) (*Runtime[T], error) {
 	errs := b.errs
@@ -125,7 +147,7 @@ func (b *Builder[T]) Complete(r provider.Reconciler[T]) (*Runtime[T], error) {
 		name: b.name, scheme: b.scheme, gvk: gvk, listGVK: listGVK,
 		object: b.object, providerConfig: b.providerConfig,
 		workload: b.workload, workloadPerms: b.workloadPerms, mcpPerms: b.mcpPerms, workerPerms: b.workerPerms,
-		kcp: b.kcp, reconciler: r,
+		platformRules: b.platformRules, kcp: b.kcp, reconciler: r,
 	}}, nil
 }
 
@@ -142,8 +164,11 @@ type declarations[T provider.Object] struct {
 	// workerPerms are the worker's on the end-user cluster when declared apart; nil
 	// when it shares the provider's credential.
 	workerPerms *workload.Permissions
-	kcp         apiexport.Provisionable
-	reconciler  provider.Reconciler[T]
+	// platformRules are what the provider writes in tenant platform namespaces; nil
+	// when it writes nothing there.
+	platformRules []rbacv1.PolicyRule
+	kcp           apiexport.Provisionable
+	reconciler    provider.Reconciler[T]
 }
 
 func (d *declarations[T]) newObject() T {
@@ -161,3 +186,19 @@ func (d *declarations[T]) newProviderConfig() provider.ProviderConfig {
 
 // Finalizer is `<service group>/finalizer`, openMCP's convention.
 func (d *declarations[T]) finalizer() string { return d.gvk.Group + "/finalizer" }
+
+// PlatformRules is the RBAC the runtime's ServiceAccount needs on the platform cluster,
+// cluster-wide, for what the provider declared with PlatformPermissions: the declared
+// rules and, in kcp mode, the Secrets it writes the workspace kubeconfigs into. nil
+// when the provider declared none. The platform-rbac command renders it.
+func (r *Runtime[T]) PlatformRules() []rbacv1.PolicyRule {
+	if len(r.decl.platformRules) == 0 {
+		return nil
+	}
+	rules := slices.Clone(r.decl.platformRules)
+	if r.decl.kcp != nil {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"},
+			Verbs: []string{"get", "create", "update", "delete"}})
+	}
+	return rules
+}

@@ -135,7 +135,16 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 		Minter: minters[0], WorkerMinter: workerMinter, NewList: r.decl.newList, Kind: r.decl.gvk.Kind,
 		Scheme: r.decl.scheme, Tune: opts.tune, RetryInterval: opts.RetryInterval, FieldOwner: fieldOwner(opts.Replica),
 	})
-	e, err := engine.Register(mgr, r.engineOptions(mgr, tenancy, workspaces.Labels, opts), engine.Setup{
+	eopts, err := r.engineOptions(mgr, tenancy, workspaces.Labels, opts)
+	if err != nil {
+		return nil, err
+	}
+	if eopts.PlatformWriter != nil {
+		// The workspace kubeconfigs live in no platform Secret: the runtime writes
+		// them, for the provider's child objects to name.
+		eopts.KubeconfigSecrets = eopts.PlatformWriter
+	}
+	e, err := engine.Register(mgr, eopts, engine.Setup{
 		Name:                    r.decl.name + "-kcp",
 		NewList:                 r.decl.newList,
 		ProviderConfig:          r.decl.newProviderConfig(),

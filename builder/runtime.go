@@ -327,7 +327,11 @@ func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcm
 		ProviderName: r.decl.name, Permissions: r.decl.mcpPerms, WorkerPermissions: r.decl.workerPerms, Scheme: r.decl.scheme,
 		RetryInterval: opts.RetryInterval, GrantTimeout: opts.GrantTimeout, Tune: opts.tune,
 	})
-	e, err := engine.Register(mgr, r.engineOptions(mgr, tenancy, onboarding.Labels, opts), engine.Setup{
+	eopts, err := r.engineOptions(mgr, tenancy, onboarding.Labels, opts)
+	if err != nil {
+		return nil, err
+	}
+	e, err := engine.Register(mgr, eopts, engine.Setup{
 		Name: r.decl.name + "-standard",
 		// A process may start a Runtime again after stopping it (the reliability tests
 		// simulate a crash and restart that way).
@@ -348,7 +352,7 @@ func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcm
 
 // engineOptions are the engine's options for one mode: everything but the tenancy and
 // the labels that map requests back to tenants is the same in every mode.
-func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, tenancy engine.Tenancy[T], labels func(reconcile.Request) map[string]string, opts Options) engine.Options[T] {
+func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, tenancy engine.Tenancy[T], labels func(reconcile.Request) map[string]string, opts Options) (engine.Options[T], error) {
 	platform := mgr.GetLocalManager().GetClient()
 	eopts := engine.Options[T]{
 		// The provider reads the platform cluster past every cache (it may read any
@@ -368,13 +372,23 @@ func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, tenancy engine.Tenancy
 		Replica:     opts.Replica,
 		FieldOwner:  fieldOwner(opts.Replica),
 	}
+	if len(r.decl.platformRules) > 0 {
+		// The writer's reads bypass the cache: a provider reads back its own child
+		// objects (a HelmRelease's status), and a cache would watch every one of them
+		// on the platform.
+		direct, err := engine.DirectClient(mgr.GetLocalManager(), r.decl.scheme)
+		if err != nil {
+			return eopts, fmt.Errorf("platform writer: %w", err)
+		}
+		eopts.PlatformWriter = client.WithFieldOwner(direct, fieldOwner(opts.Replica))
+	}
 	if r.decl.workload {
 		eopts.Workload = workload.NewOrderer(platform, workload.Options{
 			ControllerName: r.decl.name, Permissions: r.decl.workloadPerms, Scheme: r.decl.scheme,
 			Labels: labels, RetryInterval: opts.RetryInterval, GrantTimeout: opts.GrantTimeout, Tune: opts.tune,
 		})
 	}
-	return eopts
+	return eopts, nil
 }
 
 // processSource reports the process's leadership and kcp state at every scrape.

@@ -27,6 +27,20 @@ type Access struct {
 	// calls the provider again soon after it, so that a worker's copy of Kubeconfig is
 	// replaced before the old credential expires.
 	RenewAt time.Time
+	// Secret is a Secret on the platform cluster, in the tenant's platform namespace,
+	// whose Key holds Kubeconfig, renewed with it: for child objects on the platform
+	// that take a kubeconfig by reference (a Flux HelmRelease's
+	// spec.kubeConfig.secretRef). An access granted through an AccessRequest (standard
+	// mode, every workload cluster) names the request's own Secret. kcp mode's
+	// workspace accesses have none of their own: the runtime writes one for each when
+	// the provider declared platform permissions (builder.Builder.PlatformPermissions)
+	// and removes it with the access. nil otherwise, and in platform-service mode.
+	Secret *SecretRef
+}
+
+// SecretRef names one key of a Secret on the platform cluster.
+type SecretRef struct {
+	Namespace, Name, Key string
 }
 
 // Endpoint is where an Access connects, split for workers configured by parts rather
@@ -112,6 +126,9 @@ type Tenant struct {
 	Platform client.Reader
 	// ProviderNamespace is the provider's own namespace on the platform cluster.
 	ProviderNamespace string
+	// PlatformWriter writes in the tenant's platform namespace only (see
+	// PlatformWriterFromCtx); nil unless the provider declared platform permissions.
+	PlatformWriter client.Client
 	// Deletion is set in Delete only (see DeletionFromCtx).
 	Deletion *Deletion
 }
@@ -294,6 +311,47 @@ func PlatformFromCtx(ctx context.Context) client.Reader {
 		return t.Platform
 	}
 	return nil
+}
+
+// PlatformWriterFromCtx writes the provider's child objects on the platform cluster:
+// a Flux HelmRelease and its source, a values Secret. It reaches the tenant's platform
+// namespace only (IdentityFromCtx(ctx).TenantNamespace(), where the runtime keeps the
+// tenant's requests and kubeconfig Secrets): a read or write anywhere else, or of a
+// cluster-scoped object, fails before it reaches the server. Its reads bypass every
+// cache. It may do what the provider declared with builder.Builder.PlatformPermissions,
+// and is nil when it declared none. The orphan sweep hands it to Delete too, so that a
+// gone tenant's child objects are removed before its access is revoked.
+func PlatformWriterFromCtx(ctx context.Context) client.Client {
+	if t := TenantFromCtx(ctx); t != nil {
+		return t.PlatformWriter
+	}
+	return nil
+}
+
+// MCPSecretFromCtx names the Secret on the platform cluster holding the end-user
+// kubeconfig of MCPKubeconfigFromCtx (see Access.Secret); nil when there is none.
+func MCPSecretFromCtx(ctx context.Context) *SecretRef {
+	return secretOf(access(ctx, mcp))
+}
+
+// WorkerSecretFromCtx names the Secret holding the worker's end-user kubeconfig
+// (WorkerKubeconfigFromCtx); nil when there is none.
+func WorkerSecretFromCtx(ctx context.Context) *SecretRef {
+	return secretOf(access(ctx, worker))
+}
+
+// WorkloadSecretFromCtx names the Secret holding the workload kubeconfig
+// (WorkloadKubeconfigFromCtx); nil when there is none.
+func WorkloadSecretFromCtx(ctx context.Context) *SecretRef {
+	return secretOf(access(ctx, workload))
+}
+
+func secretOf(a *Access) *SecretRef {
+	if a == nil || a.Secret == nil {
+		return nil
+	}
+	ref := *a.Secret
+	return &ref
 }
 
 // ProviderNamespaceFromCtx is the provider's own namespace on the platform cluster

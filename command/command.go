@@ -32,9 +32,9 @@ func Main(p Provider, extra ...*Command) {
 }
 
 // Commands are the commands of a provider binary: init and run, as the
-// openmcp-operator calls them, and kcp-manifests.
+// openmcp-operator calls them, kcp-manifests and platform-rbac.
 func Commands(p Provider) []*Command {
-	return []*Command{InitCommand(p), RunCommand(p), KCPManifestsCommand(p)}
+	return []*Command{InitCommand(p), RunCommand(p), KCPManifestsCommand(p), PlatformRBACCommand(p)}
 }
 
 // Execute runs the subcommand named by args[0] and returns the exit code: 0 on success

@@ -52,7 +52,8 @@ type Provider struct {
 // manifests. Paths are relative to the repository root.
 type Local struct {
 	// RuntimeRBAC is applied in the provider workspace: the runtime's kcp identity
-	// (ServiceAccount kcp-serviceprovider/runtime) and its RBAC there.
+	// (ServiceAccount kcp-serviceprovider/runtime) and its RBAC there. Empty: the
+	// generic one for the provider's APIExport (config.KCPRuntimeRBAC).
 	RuntimeRBAC string
 	// ProviderConfig is applied on the platform cluster: a ProviderConfig with spec.kcp
 	// naming workspace root:providers:<Name> and Secret openmcp-system/kcp-kubeconfig
@@ -62,6 +63,22 @@ type Local struct {
 	// standard mode, and for a look at the workload cluster; state is how the commands
 	// name the state folder.
 	Quickstart func(state string) (kcp, standard, workers []string)
+	// Charts, when set, are pushed to an OCI registry local starts, with Flux's
+	// source-controller and helm-controller on the platform cluster, before the
+	// ProviderConfig is applied: for a provider that installs through Flux.
+	Charts []LocalChart
+}
+
+// LocalChart is a Helm chart local pushes for a provider that installs through Flux.
+type LocalChart struct {
+	// Dir is the chart's folder (Chart.yaml, templates), relative to the repository
+	// root; Versions are pushed, each as the chart's version.
+	Dir      string
+	Versions []string
+	// URLField is the ProviderConfig field local sets to the pushed chart's OCI URL
+	// (oci://<registry>/charts/<chart name>), e.g. spec.chartURL as
+	// []string{"spec", "chartURL"}.
+	URLField []string
 }
 
 // Runner is what run starts: the provider declared to the runtime, usually the

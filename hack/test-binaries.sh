@@ -35,7 +35,11 @@ kcp_dir="$cache/kcp-$(key kcp)"
 kcp_sharding_dir="$cache/kcp-sharding-$(key kcp)"
 kube_dir="$cache/kube-$(key kube)"
 operator_dir="$cache/operator-$(key operator)"
-assets="$cache/assets/$(key kcp)-$(key kube)-$(key operator)"
+# Flux's source-controller and helm-controller with their CRDs, the helm CLI and the
+# OCI registry: one folder keyed by the three tools modules.
+flux_key=$({ key flux-source; key flux-helm; key registry; } | sha256sum | cut -c1-16)
+flux_dir="$cache/flux-$flux_key"
+assets="$cache/assets/$(key kcp)-$(key kube)-$(key operator)-$flux_key"
 
 log() { echo "test-binaries: $*" >&2; }
 
@@ -117,22 +121,48 @@ build_operator() {
   rm -rf "$operator_dir" && mv "$operator_dir.tmp" "$operator_dir"
 }
 
+build_flux() {
+  [ -x "$flux_dir/source-controller" ] && [ -x "$flux_dir/helm-controller" ] && [ -x "$flux_dir/helm" ] && [ -x "$flux_dir/registry" ] && return 0
+  log "building Flux source-controller v1.9.3, helm-controller v1.6.2, helm v4.2.2 and registry v3.1.2 into $flux_dir (cold: about 8 minutes)"
+  rm -rf "$flux_dir.tmp" && mkdir -p "$flux_dir.tmp/crds"
+  local src
+  (
+    cd "$repo/hack/tools/flux-source"
+    go build -trimpath -ldflags "-s -w" -o "$flux_dir.tmp/source-controller" github.com/fluxcd/source-controller
+    src=$(go list -m -f '{{.Dir}}' github.com/fluxcd/source-controller)
+    cp "$src"/config/crd/bases/*.yaml "$flux_dir.tmp/crds/"
+  )
+  (
+    cd "$repo/hack/tools/flux-helm"
+    go build -trimpath -ldflags "-s -w" -o "$flux_dir.tmp/helm-controller" github.com/fluxcd/helm-controller
+    go build -trimpath -ldflags "-s -w" -o "$flux_dir.tmp/helm" helm.sh/helm/v4/cmd/helm
+    src=$(go list -m -f '{{.Dir}}' github.com/fluxcd/helm-controller)
+    cp "$src"/config/crd/bases/*.yaml "$flux_dir.tmp/crds/"
+  )
+  (cd "$repo/hack/tools/registry" && go build -trimpath -ldflags "-s -w" -o "$flux_dir.tmp/registry" github.com/distribution/distribution/v3/cmd/registry)
+  chmod -R u+w "$flux_dir.tmp/crds"
+  rm -rf "$flux_dir" && mv "$flux_dir.tmp" "$flux_dir"
+}
+
 case "${1:-all}" in
   kcp) build_kcp; build_kcp_sharding ;;
   kube) build_kube ;;
   operator) build_operator ;;
-  all) build_kcp; build_kcp_sharding; build_kube; build_operator ;;
-  *) echo "usage: $0 [all|kcp|kube|operator]" >&2; exit 2 ;;
+  flux) build_flux ;;
+  all) build_kcp; build_kcp_sharding; build_kube; build_operator; build_flux ;;
+  *) echo "usage: $0 [all|kcp|kube|operator|flux]" >&2; exit 2 ;;
 esac
 
 # One folder with every binary, in the layout controller-runtime's envtest expects
-# (KUBEBUILDER_ASSETS), plus kcp and openmcp-operator.
-if [ -x "$kcp_dir/kcp" ] && [ -x "$kcp_sharding_dir/kcp-front-proxy" ] && [ -x "$kube_dir/kube-apiserver" ] && [ -x "$operator_dir/openmcp-operator" ]; then
+# (KUBEBUILDER_ASSETS), plus kcp, openmcp-operator and Flux (its CRDs under flux-crds/).
+if [ -x "$kcp_dir/kcp" ] && [ -x "$kcp_sharding_dir/kcp-front-proxy" ] && [ -x "$kube_dir/kube-apiserver" ] && [ -x "$operator_dir/openmcp-operator" ] && [ -x "$flux_dir/registry" ]; then
   mkdir -p "$assets"
   for b in "$kcp_dir/kcp" "$kcp_sharding_dir/cache-server" "$kcp_sharding_dir/kcp-front-proxy" \
-    "$kube_dir/kube-apiserver" "$kube_dir/etcd" "$kube_dir/kubectl" "$operator_dir/openmcp-operator"; do
+    "$kube_dir/kube-apiserver" "$kube_dir/etcd" "$kube_dir/kubectl" "$operator_dir/openmcp-operator" \
+    "$flux_dir/source-controller" "$flux_dir/helm-controller" "$flux_dir/helm" "$flux_dir/registry"; do
     ln -sf "$b" "$assets/$(basename "$b")"
   done
+  ln -sfn "$flux_dir/crds" "$assets/flux-crds"
   echo "KSP_TEST_ASSETS=$assets"
 fi
 }

@@ -66,7 +66,7 @@ func (p *Platform) ensureClusterRequest(ctx context.Context, cr *clustersv1alpha
 		// added later picks them up.
 		return reconcile.Result{RequeueAfter: p.opts.RetryInterval}, p.setClusterRequestStatus(ctx, cr, clustersv1alpha1.REQUEST_PENDING, metav1.ConditionFalse, ReasonNoTarget, why)
 	}
-	c, err := p.ensureCluster(ctx, cr, t)
+	c, t, err := p.ensureCluster(ctx, cr, t)
 	if err != nil {
 		if serr := p.setClusterRequestStatus(ctx, cr, clustersv1alpha1.REQUEST_PENDING, metav1.ConditionFalse, cconst.ReasonPlatformClusterInteractionProblem, err.Error()); serr != nil {
 			log.Error(serr, "Updating status of ClusterRequest")
@@ -87,7 +87,9 @@ func (p *Platform) ensureClusterRequest(ctx context.Context, cr *clustersv1alpha
 	return reconcile.Result{}, nil
 }
 
-// pickTarget returns the target serving cr, or nil and why there is none.
+// pickTarget returns the target serving cr, or nil and why there is none. A target
+// of a pool of several stands for the pool unless cr names it: ensureCluster picks
+// the pool's least used.
 func (p *Platform) pickTarget(cr *clustersv1alpha1.ClusterRequest) (*target, string) {
 	purpose := cr.Spec.Purpose
 	if name, ok := cr.Annotations[TargetAnnotation]; ok {
@@ -107,8 +109,10 @@ func (p *Platform) pickTarget(cr *clustersv1alpha1.ClusterRequest) (*target, str
 }
 
 // ensureCluster ensures the Cluster object describing t for cr, marked with cr's
-// finalizer as the real scheduler does, and its status.
-func (p *Platform) ensureCluster(ctx context.Context, cr *clustersv1alpha1.ClusterRequest, t *target) (*clustersv1alpha1.Cluster, error) {
+// finalizer as the real scheduler does, and its status. It returns the Cluster and
+// its target, which for a pool of several targets (and cr naming none) is the one the
+// Cluster has, or else the least used.
+func (p *Platform) ensureCluster(ctx context.Context, cr *clustersv1alpha1.ClusterRequest, t *target) (*clustersv1alpha1.Cluster, *target, error) {
 	c := &clustersv1alpha1.Cluster{}
 	purposes := t.Purposes
 	shared := t.Tenancy == clustersv1alpha1.TENANCY_SHARED
@@ -123,11 +127,29 @@ func (p *Platform) ensureCluster(ctx context.Context, cr *clustersv1alpha1.Clust
 	fin := cr.FinalizerForCluster()
 
 	err := p.c.Get(ctx, client.ObjectKeyFromObject(c), c)
+	if _, named := cr.Annotations[TargetAnnotation]; !shared && !named {
+		if pool := p.pool(t.pool()); len(pool) > 1 {
+			// Choices are made one at a time, each counting the ones before.
+			p.assignMu.Lock()
+			defer p.assignMu.Unlock()
+			if err == nil {
+				if existing := memberOf(pool, c.Labels[TargetLabel]); existing != nil {
+					t = existing
+				}
+			} else if apierrors.IsNotFound(err) {
+				chosen, lerr := p.leastUsed(ctx, pool)
+				if lerr != nil {
+					return nil, nil, fmt.Errorf("choosing a target of pool %q: %w", t.pool(), lerr)
+				}
+				t = chosen
+			}
+		}
+	}
 	if apierrors.IsNotFound(err) {
 		if shared {
 			// Only the first request of a shared target creates its namespace.
 			if err := ensureNamespace(ctx, p.c, c.Namespace); err != nil {
-				return nil, fmt.Errorf("on the platform cluster: %w", err)
+				return nil, nil, fmt.Errorf("on the platform cluster: %w", err)
 			}
 		}
 		c.Labels = map[string]string{
@@ -152,19 +174,19 @@ func (p *Platform) ensureCluster(ctx context.Context, cr *clustersv1alpha1.Clust
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("ensuring Cluster %s/%s: %w", c.Namespace, c.Name, err)
+		return nil, nil, fmt.Errorf("ensuring Cluster %s/%s: %w", c.Namespace, c.Name, err)
 	}
 	if got := c.Labels[TargetLabel]; got != t.Name {
-		return nil, fmt.Errorf("cluster %s/%s exists but describes target %q, not %q", c.Namespace, c.Name, got, t.Name)
+		return nil, nil, fmt.Errorf("cluster %s/%s exists but describes target %q, not %q", c.Namespace, c.Name, got, t.Name)
 	}
 	if err := sharedFinalizer(ctx, p.c, c, fin, addFinalizer); err != nil {
-		return nil, fmt.Errorf("adding finalizer to Cluster %s/%s: %w", c.Namespace, c.Name, err)
+		return nil, nil, fmt.Errorf("adding finalizer to Cluster %s/%s: %w", c.Namespace, c.Name, err)
 	}
 
 	if err := p.setClusterReady(ctx, c, t); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return c, nil
+	return c, t, nil
 }
 
 // releaseClusterRequest is the deletion half of the scheduler: it removes cr's

@@ -21,7 +21,9 @@ import (
 // target must have been added with purpose "mcp". Policies are not asked: the platform
 // itself created the request. It works whether or not the platform runs and returns
 // once the request is granted. With Options.ClusterProviderOnly the openmcp-operator's
-// scheduler grants it, choosing the Cluster its purpose mapping for "mcp" describes.
+// scheduler grants it, creating the Cluster its purpose mapping for "mcp" describes;
+// its profile must be the one of targetName's pool (ClusterProfileName), whose target
+// targetName the platform then assigns to the Cluster (see TargetAnnotation).
 func (p *Platform) RegisterControlPlane(ctx context.Context, name, namespace, targetName string) error {
 	t := p.target(targetName)
 	if t == nil {

@@ -11,6 +11,15 @@
 // 80 % of its lifetime. With Options.ClusterProviderOnly the real openmcp-operator
 // schedules and routes, and this package plays only a cluster provider's part.
 //
+// Exclusive targets serving the same purposes may form a pool (TargetCluster.Profile),
+// for example several MCP API servers so that each tenant's ControlPlane has a server
+// of its own: the pool shares one ClusterProfile, and each Cluster object of it is
+// backed by one target, recorded in its TargetLabel, whose server is its endpoint and
+// whose credentials the AccessRequests to it get. It is the target the
+// TargetAnnotation of the Cluster's ClusterRequest names (RegisterControlPlane sets
+// it), otherwise the one backing the fewest Clusters. An AccessRequest to a Cluster
+// not assigned yet stays Pending until it is.
+//
 // It is a test double: the binary a platform deploys never links it
 // (TestNoLocalPlatformInTheProduct in cmd/kcp-serviceprovider). What each controller
 // does, the test controls, short token lifetimes and what it does not do:

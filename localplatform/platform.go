@@ -39,12 +39,19 @@ const (
 	prefix = "localplatform.openmcp.cloud/"
 
 	// TargetAnnotation on a ClusterRequest names the target cluster that must serve it
-	// (otherwise the first target added with the purpose is used). The platform also
+	// (otherwise the first target added with the purpose is used, or, if that one
+	// belongs to a pool of several, the pool's least used). With ClusterProviderOnly
+	// it picks, among the targets of the pool behind the Cluster's profile, the one
+	// backing the Cluster the scheduler created for the request. The platform also
 	// sets it on AccessRequests to remember on which target it created their
 	// ServiceAccount and RBAC.
 	TargetAnnotation = prefix + "target"
-	// TargetLabel on a Cluster object names the target cluster it describes.
+	// TargetLabel on a Cluster object names the target cluster backing it; on a
+	// ClusterProfile of a pool of one target, that target.
 	TargetLabel = prefix + "target"
+	// PoolLabel on a ClusterProfile names the pool of targets behind it
+	// (TargetCluster.Profile).
+	PoolLabel = prefix + "pool"
 	// AccessFinalizer is the finalizer the platform keeps on AccessRequests until it has
 	// removed what it created for them.
 	AccessFinalizer = prefix + "access"
@@ -67,6 +74,9 @@ const (
 	ReasonDenied   = "Denied"
 	ReasonDelayed  = "Delayed"
 	ReasonNoTarget = "NoTargetCluster"
+	// ReasonClusterNotAssigned means the Cluster of an AccessRequest belongs to a pool
+	// of targets and is not assigned one yet; the request waits for it.
+	ReasonClusterNotAssigned = "ClusterNotAssigned"
 	// ReasonTargetClusterInteractionProblem means a call to a target API server failed.
 	ReasonTargetClusterInteractionProblem = "TargetClusterInteractionProblem"
 	ReasonUnsupported                     = "Unsupported"
@@ -127,6 +137,9 @@ type Platform struct {
 	// Cluster, and concurrent reconciles otherwise mostly conflict (2,331 conflicts
 	// and as many re-reads for 500 requests in the benchmark).
 	sharedMu sync.Mutex
+	// assignMu serialises the choice of a target for a Cluster of a pool of several
+	// targets, so that each choice counts the ones before.
+	assignMu sync.Mutex
 
 	mu      sync.RWMutex
 	targets []*target

@@ -3,6 +3,7 @@ package localplatform
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -13,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -31,20 +34,28 @@ import (
 // object once; the controller responsible for the object removes it.
 const operationAnnotation = "openmcp.cloud/operation"
 
-// ClusterProfileName is the ClusterProfile describing a target when the platform plays
-// only the cluster provider: the openmcp-operator's purpose mappings name it in their
-// Cluster templates, and Cluster objects carrying it are backed by the target.
+// ClusterProfileName is the ClusterProfile describing a target, or rather the pool it
+// belongs to (TargetCluster.Profile; a name that is no target's is taken as a pool's),
+// when the platform plays only the cluster provider: the openmcp-operator's purpose
+// mappings name it in their Cluster templates, and Cluster objects carrying it are
+// backed by a target of the pool.
 func (p *Platform) ClusterProfileName(target string) string {
+	if t := p.target(target); t != nil {
+		target = t.pool()
+	}
 	return p.opts.Profile + "-" + target
 }
 
-// EnsureClusterProfiles creates or updates one ClusterProfile per target, naming
-// Options.ProviderName as provider (which the access-request controller copies into
-// the provider label of AccessRequests) and the target's Kubernetes version.
+// EnsureClusterProfiles creates or updates one ClusterProfile per pool of targets,
+// naming Options.ProviderName as provider (which the access-request controller copies
+// into the provider label of AccessRequests) and the targets' Kubernetes versions.
 func (p *Platform) EnsureClusterProfiles(ctx context.Context) error {
 	p.mu.RLock()
 	targets := append([]*target(nil), p.targets...)
 	p.mu.RUnlock()
+	var pools []string
+	versions := map[string][]clustersv1alpha1.SupportedK8sVersion{}
+	members := map[string][]string{}
 	for _, t := range targets {
 		dc, err := discovery.NewDiscoveryClientForConfig(t.Config)
 		if err != nil {
@@ -54,17 +65,33 @@ func (p *Platform) EnsureClusterProfiles(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("localplatform: Kubernetes version of target %q: %w", t.Name, err)
 		}
+		pool := t.pool()
+		if !slices.Contains(pools, pool) {
+			pools = append(pools, pool)
+		}
+		members[pool] = append(members[pool], t.Name)
+		sv := clustersv1alpha1.SupportedK8sVersion{Version: strings.TrimPrefix(v.GitVersion, "v")}
+		if !slices.Contains(versions[pool], sv) {
+			versions[pool] = append(versions[pool], sv)
+		}
+	}
+	for _, pool := range pools {
 		prof := &clustersv1alpha1.ClusterProfile{}
-		prof.Name = p.ClusterProfileName(t.Name)
+		prof.Name = p.ClusterProfileName(pool)
 		if _, err := controllerutil.CreateOrUpdate(ctx, p.c, prof, func() error {
 			if prof.Labels == nil {
 				prof.Labels = map[string]string{}
 			}
-			prof.Labels[TargetLabel] = t.Name
+			prof.Labels[PoolLabel] = pool
+			if len(members[pool]) == 1 {
+				prof.Labels[TargetLabel] = members[pool][0]
+			} else {
+				delete(prof.Labels, TargetLabel)
+			}
 			prof.Spec = clustersv1alpha1.ClusterProfileSpec{
 				ProviderRef:       commonapi.LocalObjectReference{Name: p.opts.ProviderName},
 				ProviderConfigRef: commonapi.LocalObjectReference{Name: p.opts.ProviderName},
-				SupportedVersions: []clustersv1alpha1.SupportedK8sVersion{{Version: strings.TrimPrefix(v.GitVersion, "v")}},
+				SupportedVersions: versions[pool],
 			}
 			return nil
 		}); err != nil {
@@ -87,9 +114,40 @@ func (p *Platform) setupClusterProvider(mgr ctrl.Manager, opts controller.Option
 	routedHere := predicate.NewPredicateFuncs(func(obj client.Object) bool {
 		return obj.GetLabels()[clustersv1alpha1.ProviderLabel] == p.opts.ProviderName
 	})
+	// An AccessRequest to a Cluster of a pool waits until the Cluster is assigned a
+	// target: the assignment wakes the AccessRequests referring to the Cluster.
+	cache := mgr.GetClient()
+	assigned := predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool { return e.Object.GetLabels()[TargetLabel] != "" },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectNew.GetLabels()[TargetLabel] != e.ObjectOld.GetLabels()[TargetLabel]
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+	requestsFor := func(ctx context.Context, obj client.Object) []reconcile.Request {
+		c, ok := obj.(*clustersv1alpha1.Cluster)
+		if !ok || len(p.poolOfProfile(c.Spec.Profile)) < 2 {
+			return nil
+		}
+		ars := &clustersv1alpha1.AccessRequestList{}
+		if err := cache.List(ctx, ars, client.MatchingLabels{clustersv1alpha1.ProviderLabel: p.opts.ProviderName}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing AccessRequests to wake")
+			return nil
+		}
+		var reqs []reconcile.Request
+		for i := range ars.Items {
+			ref := ars.Items[i].Spec.ClusterRef
+			if ref != nil && ref.Name == c.Name && ref.Namespace == c.Namespace {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ars.Items[i])})
+			}
+		}
+		return reqs
+	}
 	if err := ctrl.NewControllerManagedBy(mgr).
 		Named("localplatform-accessrequest").
 		For(&clustersv1alpha1.AccessRequest{}, builder.WithPredicates(routedHere)).
+		Watches(&clustersv1alpha1.Cluster{}, handler.EnqueueRequestsFromMapFunc(requestsFor), builder.WithPredicates(assigned)).
 		WithOptions(opts).
 		Complete(reconcile.Func(p.reconcileAccessRequest)); err != nil {
 		return fmt.Errorf("localplatform: setting up AccessRequest controller: %w", err)
@@ -97,9 +155,10 @@ func (p *Platform) setupClusterProvider(mgr ctrl.Manager, opts controller.Option
 	return nil
 }
 
-// reconcileCluster reports a Cluster object backed by one of the targets as Ready,
-// with the target's API server as endpoint. The Cluster's lifetime is the scheduler's:
-// nothing is provisioned, so nothing holds its deletion.
+// reconcileCluster reports a Cluster object of one of the platform's profiles as Ready,
+// with the API server of the target backing it as endpoint, after recording that
+// target in its TargetLabel (assignCluster). The Cluster's lifetime is the
+// scheduler's: nothing is provisioned, so nothing holds its deletion.
 func (p *Platform) reconcileCluster(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	c := &clustersv1alpha1.Cluster{}
 	if err := p.c.Get(ctx, req.NamespacedName, c); err != nil {
@@ -108,9 +167,12 @@ func (p *Platform) reconcileCluster(ctx context.Context, req reconcile.Request) 
 		}
 		return reconcile.Result{}, fmt.Errorf("getting Cluster %s: %w", req, err)
 	}
-	t := p.targetOfCluster(c)
-	if t == nil || !c.DeletionTimestamp.IsZero() {
+	if !c.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
+	}
+	t, err := p.assignCluster(ctx, c)
+	if t == nil || err != nil {
+		return reconcile.Result{}, err
 	}
 	if err := p.setClusterReady(ctx, c, t); err != nil {
 		return reconcile.Result{}, err
@@ -119,18 +181,19 @@ func (p *Platform) reconcileCluster(ctx context.Context, req reconcile.Request) 
 }
 
 // targetOfCluster returns the target behind a Cluster object, or nil: the target
-// label the platform writes on Clusters it creates, or, for Clusters the real
-// scheduler created, the ClusterProfile in spec.profile.
+// label the platform writes on Clusters it creates or, for Clusters the real
+// scheduler created, on the ones of its profiles (spec.profile) it assigned; a
+// profile of a single target needs no label.
 func (p *Platform) targetOfCluster(c *clustersv1alpha1.Cluster) *target {
 	if !p.opts.ClusterProviderOnly {
 		return p.target(c.Labels[TargetLabel])
 	}
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	for _, t := range p.targets {
-		if c.Spec.Profile == p.ClusterProfileName(t.Name) {
-			return t
-		}
+	pool := p.poolOfProfile(c.Spec.Profile)
+	if t := memberOf(pool, c.Labels[TargetLabel]); t != nil {
+		return t
+	}
+	if len(pool) == 1 {
+		return pool[0]
 	}
 	return nil
 }
@@ -170,6 +233,10 @@ func (p *Platform) routedTarget(ctx context.Context, ar *clustersv1alpha1.Access
 	}
 	t := p.targetOfCluster(c)
 	if t == nil {
+		if len(p.poolOfProfile(c.Spec.Profile)) > 0 {
+			// Assigned in a moment by reconcileCluster, which wakes this request.
+			return nil, ReasonClusterNotAssigned, fmt.Sprintf("Cluster %s is not assigned a target of the pool behind its profile %q yet", key, c.Spec.Profile), nil
+		}
 		return nil, ReasonNoTarget, fmt.Sprintf("Cluster %s has profile %q, which no target of this platform has", key, c.Spec.Profile), nil
 	}
 	before := ar.DeepCopy()

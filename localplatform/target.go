@@ -34,6 +34,13 @@ type TargetCluster struct {
 	// Tenancy is Shared (the default: one Cluster object for all requests) or Exclusive
 	// (one Cluster object per request, all backed by this API server).
 	Tenancy clustersv1alpha1.Tenancy
+	// Profile names the pool the target belongs to; default: the target's name, a pool
+	// of its own. Exclusive targets with the same purposes may form one pool by naming
+	// the same Profile: they share one ClusterProfile (ClusterProfileName), and each
+	// Cluster object of the pool is backed by one of them, recorded in its TargetLabel:
+	// the target named by the TargetAnnotation of the ClusterRequest it serves,
+	// otherwise the one backing the fewest Clusters. A DNS-1123 label.
+	Profile string
 	// Config with admin rights on the target; alternatively Kubeconfig.
 	Config     *rest.Config
 	Kubeconfig []byte
@@ -58,6 +65,11 @@ func (p *Platform) AddCluster(tc TargetCluster) error {
 	}
 	if len(tc.Purposes) == 0 {
 		return fmt.Errorf("localplatform: target %q has no purposes", tc.Name)
+	}
+	if tc.Profile != "" {
+		if errs := validation.IsDNS1123Label(tc.Profile); len(errs) > 0 {
+			return fmt.Errorf("localplatform: profile %q of target %q is invalid: %s", tc.Profile, tc.Name, strings.Join(errs, "; "))
+		}
 	}
 	switch tc.Tenancy {
 	case "":
@@ -108,8 +120,61 @@ func (p *Platform) AddCluster(tc TargetCluster) error {
 			return fmt.Errorf("localplatform: target %q already added", tc.Name)
 		}
 	}
+	for _, member := range p.poolLocked(t.pool()) {
+		// Any member may back any Cluster of the pool: they must be interchangeable.
+		if t.Tenancy != clustersv1alpha1.TENANCY_EXCLUSIVE || member.Tenancy != clustersv1alpha1.TENANCY_EXCLUSIVE {
+			return fmt.Errorf("localplatform: target %q joins the pool %q of target %q, which only exclusive targets can share", tc.Name, t.pool(), member.Name)
+		}
+		if !samePurposes(t.Purposes, member.Purposes) {
+			return fmt.Errorf("localplatform: target %q (purposes %v) joins the pool %q of target %q (purposes %v), whose targets must serve the same purposes",
+				tc.Name, t.Purposes, t.pool(), member.Name, member.Purposes)
+		}
+	}
 	p.targets = append(p.targets, t)
 	return nil
+}
+
+// pool is the name of the pool the target belongs to: its Profile, or its name.
+func (t *target) pool() string {
+	if t.Profile != "" {
+		return t.Profile
+	}
+	return t.Name
+}
+
+// pool returns the targets of the named pool, in the order they were added.
+func (p *Platform) pool(name string) []*target {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.poolLocked(name)
+}
+
+func (p *Platform) poolLocked(name string) []*target {
+	var members []*target
+	for _, t := range p.targets {
+		if t.pool() == name {
+			members = append(members, t)
+		}
+	}
+	return members
+}
+
+// memberOf returns the target called name if it belongs to pool, or nil.
+func memberOf(pool []*target, name string) *target {
+	for _, t := range pool {
+		if t.Name == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// samePurposes reports whether a and b hold the same purposes, in any order.
+func samePurposes(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }
 
 // target returns the target with the given name, or nil.

@@ -22,6 +22,11 @@
 //		}
 //	}
 //
+// Each standard tenant's ControlPlane gets an MCP cluster of its own when
+// Options.MCPClusters starts as many MCP API servers as the test has standard tenants
+// (they take turns): tenants installing the same thing into the same namespace then do
+// not meet there, as on openMCP. By default they share one.
+//
 // The servers are built once per machine by hack/test-binaries.sh, which prints the
 // KSP_TEST_ASSETS variable the kit needs; without it Main says so and exits.
 // examples/echo/e2e/echo_test.go is a whole test written with the kit.

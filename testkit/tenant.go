@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,7 +48,8 @@ type Tenant struct {
 	Name string
 	// Client is where the tenant creates its Service object: its workspace, or the
 	// onboarding cluster. EndUser is the end-user cluster the provider is handed
-	// (cluster.MCPFromCtx): the workspace again, or the MCP cluster. Both are admin.
+	// (cluster.MCPFromCtx): the workspace again, or the tenant's MCP cluster (see
+	// Options.MCPClusters). Both are admin.
 	Client, EndUser client.Client
 	// Identity is what cluster.IdentityFromCtx returns for this tenant's object.
 	Identity cluster.Identity
@@ -82,17 +84,25 @@ func (e *Env) KCPTenant(t *testing.T, name string) *Tenant {
 		byTenant: client.MatchingLabels{openmcpconst.ManagedByLabel: e.opts.Provider.Name, workspaces.LogicalClusterLabel: lc.String()}}
 }
 
-// StandardTenant registers the ControlPlane default/<name> on the MCP cluster, as the
-// openmcp-operator does for a tenant's ControlPlane. Its Service object lives in
+// StandardTenant registers the ControlPlane default/<name> on an MCP cluster, as the
+// openmcp-operator does for a tenant's ControlPlane: with Options.MCPClusters N, the
+// k-th standard tenant of the Env (counting from 0, in the order of the calls) gets
+// the (k mod N)-th MCP server, the first one Env.MCP. Its Service object lives in
 // namespace default of the onboarding cluster, named like the ControlPlane.
 func (e *Env) StandardTenant(t *testing.T, name string) *Tenant {
 	t.Helper()
 	ns := corev1.NamespaceDefault
-	if err := e.platform.Local.RegisterControlPlane(t.Context(), name, ns, localenv.PurposeMCP); err != nil {
+	mcps := e.platform.MCPs
+	i := e.standardTenants.next() % max(len(mcps), 1)
+	endUser, inspect := e.MCP, e.inspect.mcp
+	if i > 0 {
+		endUser, inspect = harness.NewClient(t, mcps[i].Config, e.opts.Scheme), mcps[i].Client
+	}
+	if err := e.platform.Local.RegisterControlPlane(t.Context(), name, ns, localenv.MCPTargetName(i)); err != nil {
 		t.Fatalf("testkit: %v", err)
 	}
-	return &Tenant{Mode: cluster.ModeStandard, Name: name, Client: e.Onboarding, EndUser: e.MCP,
-		Identity: cluster.StandardIdentity(ns, name), env: e, namespace: ns, inspect: e.inspect.mcp,
+	return &Tenant{Mode: cluster.ModeStandard, Name: name, Client: e.Onboarding, EndUser: endUser,
+		Identity: cluster.StandardIdentity(ns, name), env: e, namespace: ns, inspect: inspect,
 		byTenant: client.MatchingLabels{openmcpconst.ManagedByLabel: e.opts.Provider.Name,
 			openmcpconst.OnboardingNameLabel: name, openmcpconst.OnboardingNamespaceLabel: ns}}
 }
@@ -235,8 +245,12 @@ func (tn *Tenant) leftovers(ctx context.Context, ids []string) []string {
 		return []client.ObjectList{&corev1.ServiceAccountList{}, &corev1.SecretList{}, &rbacv1.RoleList{},
 			&rbacv1.RoleBindingList{}, &rbacv1.ClusterRoleList{}, &rbacv1.ClusterRoleBindingList{}}
 	}
+	mcp := in.mcp
+	if tn.Mode == cluster.ModeStandard {
+		mcp = tn.inspect // the tenant's own MCP server
+	}
 	for _, id := range ids {
-		for where, c := range map[string]client.Client{"the platform cluster": in.platform, "the workload cluster": in.workload, "the MCP cluster": in.mcp} {
+		for where, c := range map[string]client.Client{"the platform cluster": in.platform, "the workload cluster": in.workload, "the MCP cluster": mcp} {
 			for _, list := range credentials() {
 				count(c, where, list, client.MatchingLabels{localplatform.AccessIDLabel: id})
 			}
@@ -249,6 +263,19 @@ func (tn *Tenant) leftovers(ctx context.Context, ids []string) []string {
 	}
 	slices.Sort(left)
 	return left
+}
+
+// counter hands out 0, 1, 2, ... to concurrent callers.
+type counter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *counter) next() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	return c.n - 1
 }
 
 // describe names obj for messages: its kind, key and tenant.

@@ -42,6 +42,19 @@ type Options struct {
 	// it after the provider, adds spec.kcp for its provider workspace and creates it
 	// on the platform cluster before the runtime starts.
 	ProviderConfig client.Object
+	// Flux starts, on the platform cluster, Flux's source-controller and
+	// helm-controller and an OCI registry (see Env.PushChart): for providers that
+	// install through Flux.
+	Flux bool
+	// Prepare, when set, runs once the platform runs and before the ProviderConfig is
+	// created: a provider that installs a chart pushes it here (Env.PushChart) and
+	// points the ProviderConfig at it.
+	Prepare func(t *testing.T, env *Env)
+	// MCPClusters, above 1, starts that many MCP API servers instead of one: standard
+	// tenants take turns (StandardTenant), so that tenants installing the same thing
+	// into the same namespace of their end-user cluster do not meet there. Env.MCP is
+	// the first.
+	MCPClusters int
 	// Runtime tunes the runtime (Platform, Onboarding and Namespace are the kit's).
 	// RetryInterval defaults to one second, SweepInterval to five, so that a test
 	// does not wait on the production safety nets.
@@ -68,6 +81,8 @@ type Env struct {
 	// inspect holds admin clients with the harness scheme (openMCP's request types,
 	// RBAC), which the author's scheme need not know, for the leftover checks.
 	inspect struct{ platform, workload, mcp client.Client }
+	// standardTenants counts the standard tenants, which take turns on the MCPs.
+	standardTenants counter
 }
 
 // Start starts the platform and the provider's runtime in the test process, and
@@ -95,13 +110,15 @@ func Start(t *testing.T, opts Options) *Env {
 	}
 	secret := types.NamespacedName{Namespace: e.ProviderNamespace, Name: "kcp-kubeconfig"}
 	e.platform = harness.StartPlatform(ctx, t, localenv.PlatformOptions{
-		Clusters: []string{localenv.PurposeOnboarding, localenv.PurposeWorkload, localenv.PurposeMCP},
+		Clusters:    []string{localenv.PurposeOnboarding, localenv.PurposeWorkload, localenv.PurposeMCP},
+		MCPClusters: opts.MCPClusters,
 		CRDs: map[string][]*apiextensionsv1.CustomResourceDefinition{
 			localenv.PurposePlatform: surface.PlatformCRDs, localenv.PurposeOnboarding: {surface.ServiceCRD},
 		},
 		KCP: true,
 		Provider: &localenv.ProviderWorkspace{Path: e.ProviderWorkspace.String(), RBACFile: rbac, Secret: secret,
 			ServiceAccount: types.NamespacedName{Namespace: "kcp-serviceprovider", Name: "runtime"}},
+		Flux: fluxOptions(opts.Flux),
 	})
 	p := e.platform
 	e.KCP = p.KCP
@@ -109,6 +126,9 @@ func Start(t *testing.T, opts Options) *Env {
 	e.Workload, e.MCP = harness.NewClient(t, p.Workload.Config, opts.Scheme), harness.NewClient(t, p.MCP.Config, opts.Scheme)
 	e.inspect.platform, e.inspect.workload, e.inspect.mcp = p.Platform.Client, p.Workload.Client, p.MCP.Client
 
+	if opts.Prepare != nil {
+		opts.Prepare(t, e)
+	}
 	if err := e.createProviderConfig(ctx, secret); err != nil {
 		t.Fatalf("testkit: %v", err)
 	}
@@ -181,4 +201,26 @@ func (e *Env) kcpModeActive(ctx context.Context, rt command.Runner) error {
 		return fmt.Errorf("ProviderConfig %s: %s", u.GetName(), describeCondition(c, v1alpha1.ConditionKCPMode))
 	}
 	return nil
+}
+
+func fluxOptions(on bool) *localenv.FluxOptions {
+	if !on {
+		return nil
+	}
+	return &localenv.FluxOptions{}
+}
+
+// PushChart packages the Helm chart in dir at version with the real helm CLI, pushes
+// it to the platform's OCI registry (Options.Flux) and returns its OCI URL without
+// tag (oci://<registry>/charts/<chart name>), which Flux pulls over plain HTTP.
+func (e *Env) PushChart(t *testing.T, dir, version string) string {
+	t.Helper()
+	if e.platform.Registry == nil {
+		t.Fatal("testkit: PushChart needs Options.Flux")
+	}
+	url, err := e.platform.Registry.PushChart(t.Context(), dir, "charts", version)
+	if err != nil {
+		t.Fatalf("testkit: pushing chart %s %s: %v", dir, version, err)
+	}
+	return url
 }

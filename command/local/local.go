@@ -43,9 +43,6 @@ const (
 	runtimeTokenTTL = 24 * time.Hour
 )
 
-// serviceProviderFile is the ServiceProvider local applies, as a platform team would.
-var serviceProviderFile = filepath.Join("config", "deploy", "serviceprovider", "serviceprovider.yaml")
-
 type localOptions struct {
 	stateDir  string
 	repoRoot  string
@@ -127,7 +124,14 @@ func (o *localOptions) run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, f := range []string{serviceProviderFile, o.provider.Local.RuntimeRBAC, o.provider.Local.ProviderConfig} {
+	files := []string{o.provider.Local.ProviderConfig}
+	if o.provider.Local.RuntimeRBAC != "" {
+		files = append(files, o.provider.Local.RuntimeRBAC)
+	}
+	for _, c := range o.provider.Local.Charts {
+		files = append(files, filepath.Join(c.Dir, "Chart.yaml"))
+	}
+	for _, f := range files {
 		if _, err := os.Stat(filepath.Join(repo, f)); err != nil {
 			return fmt.Errorf("%s not found under %s: run from the repository root (make run) or pass --repo-root", f, repo)
 		}

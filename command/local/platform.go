@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/command"
+	"github.com/openmcp-project/kcp-serviceprovider/config"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 )
@@ -48,11 +49,11 @@ func (l *localRun) start(ctx context.Context) error {
 	localNamespace, localProviderWorkspace := l.opts.namespace(), l.opts.providerWorkspace()
 	// kcp takes about 30 s; the API servers start meanwhile.
 	done := l.p.step("kcp, kube-apiservers for the platform, onboarding, workload and MCP clusters, the openmcp-operator's scheduler and access-request controller, the local cluster provider granting access, and the kcp workspace " + localProviderWorkspace + " with the runtime's identity")
-	image, err := serviceProviderImage(filepath.Join(l.repo, serviceProviderFile))
+	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	self, err := os.Executable()
+	rbac, err := l.runtimeRBAC()
 	if err != nil {
 		return err
 	}
@@ -67,12 +68,13 @@ func (l *localRun) start(ctx context.Context) error {
 		ControlPlanes: []types.NamespacedName{{Namespace: localControlPlaneNamespace, Name: localControlPlaneName}},
 		// The operator's deployment controller renders the provider's Job and
 		// Deployment (platformTeam); the kubelet stand-in runs them as this binary.
-		Deployments: &localenv.KubeletOptions{Namespace: l.opts.namespace(), Images: map[string]string{image: self}},
+		Deployments: &localenv.KubeletOptions{Namespace: l.opts.namespace(), Images: map[string]string{l.image(): self}},
 		KCP:         true,
 		KCPShards:   l.opts.kcpShards,
+		Flux:        fluxOptions(l.opts.provider.Local.Charts),
 		Provider: &localenv.ProviderWorkspace{
 			Path:           localProviderWorkspace,
-			RBACFile:       filepath.Join(l.repo, l.opts.provider.Local.RuntimeRBAC),
+			RBACFile:       rbac,
 			ServiceAccount: types.NamespacedName{Namespace: "kcp-serviceprovider", Name: "runtime"},
 			TokenTTL:       runtimeTokenTTL,
 			Secret:         types.NamespacedName{Namespace: localNamespace, Name: localKCPSecret},
@@ -96,9 +98,17 @@ func (l *localRun) start(ctx context.Context) error {
 	if err := l.runInit(ctx); err != nil {
 		return err
 	}
+	urls, err := l.pushCharts(ctx)
+	if err != nil {
+		return err
+	}
 	providerConfigFile := l.opts.provider.Local.ProviderConfig
 	done = l.p.step("ProviderConfig with spec.kcp (" + providerConfigFile + ")")
-	if err := localenv.ApplyFile(ctx, l.platformClient, filepath.Join(l.repo, providerConfigFile), nil); err != nil {
+	if err := localenv.ApplyFile(ctx, l.platformClient, filepath.Join(l.repo, providerConfigFile), func(u *unstructured.Unstructured) {
+		for i, c := range l.opts.provider.Local.Charts {
+			_ = unstructured.SetNestedField(u.Object, urls[i], c.URLField...)
+		}
+	}); err != nil {
 		return err
 	}
 	done("")
@@ -144,7 +154,6 @@ func (l *localRun) platformTeam(ctx context.Context) error {
 	if l.platformClient, err = client.New(l.platform.Platform.Config, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
-	file := filepath.Join(l.repo, serviceProviderFile)
 	ports, err := localenv.FreePorts(2)
 	if err != nil {
 		return err
@@ -152,15 +161,62 @@ func (l *localRun) platformTeam(ctx context.Context) error {
 	l.probe = "127.0.0.1:" + strconv.Itoa(ports[0])
 	// Pods here share this machine's ports: the probes and metrics go to free ones,
 	// through the ServiceProvider's own fields (a pod would have its own network).
-	if err := localenv.ApplyFile(ctx, l.platformClient, file, func(u *unstructured.Unstructured) {
-		_ = unstructured.SetNestedStringSlice(u.Object, []string{"run", "--health-probe-bind-address=" + l.probe, "--retry-interval=2s"}, "spec", "runCommand")
-		_ = unstructured.SetNestedField(u.Object, int64(ports[1]), "spec", "metrics", "port")
-		_ = unstructured.SetNestedField(u.Object, l.opts.verbosity, "spec", "verbosity")
-	}); err != nil {
-		return err
+	sp := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "openmcp.cloud/v1alpha1", "kind": "ServiceProvider",
+		"metadata": map[string]any{"name": l.opts.provider.Name},
+		"spec": map[string]any{
+			"image": l.image(), "verbosity": l.opts.verbosity, "runReplicas": int64(1),
+			"runCommand": []any{"run", "--health-probe-bind-address=" + l.probe, "--retry-interval=2s"},
+			"metrics":    map[string]any{"port": int64(ports[1])},
+		},
+	}}
+	if err := l.platformClient.Create(ctx, sp); err != nil {
+		return fmt.Errorf("applying ServiceProvider %s: %w", l.opts.provider.Name, err)
 	}
 	done("")
 	return nil
+}
+
+// runtimeRBAC is the file of the runtime's identity and RBAC in the provider
+// workspace: the provider's own, or config's generic one for its APIExport.
+func (l *localRun) runtimeRBAC() (string, error) {
+	if f := l.opts.provider.Local.RuntimeRBAC; f != "" {
+		return filepath.Join(l.repo, f), nil
+	}
+	return l.env.WriteFile("runtime-rbac.yaml", config.KCPRuntimeRBAC(l.opts.surface.ExportName))
+}
+
+// image is the ServiceProvider's image: a name only the kubelet stand-in resolves, to
+// this binary.
+func (l *localRun) image() string { return "local.invalid/" + l.opts.provider.Name + ":local" }
+
+func fluxOptions(charts []command.LocalChart) *localenv.FluxOptions {
+	if len(charts) == 0 {
+		return nil
+	}
+	return &localenv.FluxOptions{}
+}
+
+// pushCharts pushes the provider's charts to the local registry with the real helm
+// CLI and returns their OCI URLs, in the order of Local.Charts.
+func (l *localRun) pushCharts(ctx context.Context) ([]string, error) {
+	charts := l.opts.provider.Local.Charts
+	if len(charts) == 0 {
+		return nil, nil
+	}
+	done := l.p.step("Helm charts pushed to the local OCI registry, which Flux on the platform cluster pulls from")
+	urls := make([]string, len(charts))
+	for i, c := range charts {
+		for _, v := range c.Versions {
+			url, err := l.platform.Registry.PushChart(ctx, filepath.Join(l.repo, c.Dir), "charts", v)
+			if err != nil {
+				return nil, err
+			}
+			urls[i] = url
+		}
+	}
+	done(strings.Join(urls, ", "))
+	return urls, nil
 }
 
 // podLogs is the tail of the logs of the pods whose name starts with prefix, for
@@ -249,20 +305,4 @@ func (l *localRun) runRun(ctx context.Context) error {
 	}
 	done("APIExport " + exportName + " provisioned in " + localProviderWorkspace)
 	return nil
-}
-
-// serviceProviderImage is the image the ServiceProvider of file deploys.
-func serviceProviderImage(file string) (string, error) {
-	objs, err := localenv.ReadObjects(file)
-	if err != nil {
-		return "", err
-	}
-	if len(objs) != 1 {
-		return "", fmt.Errorf("%s: %d objects, want the ServiceProvider", file, len(objs))
-	}
-	image, _, _ := unstructured.NestedString(objs[0].Object, "spec", "image")
-	if image == "" {
-		return "", fmt.Errorf("%s: the ServiceProvider names no spec.image", file)
-	}
-	return image, nil
 }

@@ -124,6 +124,9 @@ func (r *Requester) fromAccessRequest(ctx context.Context, ar *clustersv1alpha1.
 		return nil, fmt.Errorf("access Secret %s/%s: %w", s.Namespace, s.Name, err)
 	}
 	a.RenewAt = RenewAt(s.Data)
+	// The platform renews the token in this same Secret: a child object naming it
+	// (a HelmRelease's kubeConfig.secretRef) follows every renewal.
+	a.Secret = &cluster.SecretRef{Namespace: s.Namespace, Name: s.Name, Key: clustersv1alpha1.SecretKeyKubeconfig}
 	r.mu.Lock()
 	r.cache[ar.UID] = cachedAccess{resourceVersion: s.ResourceVersion, access: a}
 	r.mu.Unlock()

@@ -64,8 +64,12 @@ func providerFailed(st *v1alpha1.ServiceStatus, gen int64, method string, err er
 
 // newTenant is what every provider call is handed before the clusters are resolved.
 func (e *Engine[T]) newTenant(id cluster.Identity, pc provider.ProviderConfig) *cluster.Tenant {
-	return &cluster.Tenant{Mode: e.opts.Tenancy.Mode(), Identity: id, ProviderConfig: pc,
+	t := &cluster.Tenant{Mode: e.opts.Tenancy.Mode(), Identity: id, ProviderConfig: pc,
 		Platform: e.opts.PlatformReader, ProviderNamespace: e.opts.ProviderNamespace}
+	if e.opts.PlatformWriter != nil {
+		t.PlatformWriter = newTenantWriter(e.opts.PlatformWriter, id.TenantNamespace())
+	}
+	return t
 }
 
 // reachOf is what Delete is told about one cluster.

@@ -44,6 +44,15 @@ type Options[T provider.Object] struct {
 	PlatformReader client.Reader
 	// ProviderNamespace is the provider's own namespace on the platform cluster.
 	ProviderNamespace string
+	// PlatformWriter, when set, is the platform client (its reads past every cache)
+	// each tenant's cluster.PlatformWriterFromCtx confines to the tenant's platform
+	// namespace: set when the provider declared platform permissions.
+	PlatformWriter client.Client
+	// KubeconfigSecrets, when set, writes the end-user kubeconfigs that no platform
+	// Secret holds (kcp mode's minted tokens) into Secrets in the tenant's platform
+	// namespace, for cluster.Access.Secret (see secrets.go). Set with PlatformWriter in
+	// the modes whose end-user access is not an AccessRequest.
+	KubeconfigSecrets client.Client
 	// Provider is the provider's name: the `provider` label of the runtime's metrics.
 	Provider string
 	// EventSource is the reporting controller of the events the engine records on
@@ -79,6 +88,7 @@ func directReader(cl ctrlcluster.Cluster) (client.Reader, error) {
 // Engine reconciles Service objects of one type in one mode.
 type Engine[T provider.Object] struct {
 	opts     Options[T]
+	secrets  *kubeconfigSecrets // nil without Options.KubeconfigSecrets
 	clusters *clusterSet
 	// known are the clusters the provider knows, served here or by another replica
 	// (Present); nil means those served here.
@@ -96,8 +106,12 @@ func New[T provider.Object](opts Options[T], clusters *clusterSet) *Engine[T] {
 	if opts.LiveReader == nil {
 		opts.LiveReader = directReader
 	}
-	return &Engine[T]{opts: opts, clusters: clusters, reported: newReported(), written: newWrittenStatuses(),
+	e := &Engine[T]{opts: opts, clusters: clusters, reported: newReported(), written: newWrittenStatuses(),
 		recorder: newRecorder(opts.EventSource, opts.Replica)}
+	if opts.KubeconfigSecrets != nil {
+		e.secrets = newKubeconfigSecrets(opts.KubeconfigSecrets, opts.Provider)
+	}
+	return e
 }
 
 // Reconcile implements the multicluster reconciler.
@@ -234,7 +248,13 @@ func (e *Engine[T]) delete(ctx context.Context, t Target[T], w *writer[T], pc pr
 	if err != nil {
 		return e.waitingOrError(st, obj.GetGeneration(), err)
 	}
-	tenant.MCP = mcp
+	tenant.MCP, tenant.Worker = mcp, nil
+	// Delete may wait for a child object (a HelmRelease's uninstall) that reads the
+	// end-user kubeconfig from its Secret: the Secret stays current until the access
+	// is released below.
+	if err := e.secrets.publish(ctx, t.Identity.TenantNamespace(), tenant); err != nil {
+		return e.waitingOrError(st, obj.GetGeneration(), err)
+	}
 	if e.opts.Workload != nil {
 		wl, err := e.opts.Workload.Lookup(ctx, t.Key)
 		if err != nil {
@@ -265,6 +285,9 @@ func (e *Engine[T]) delete(ctx context.Context, t Target[T], w *writer[T], pc pr
 			setReady(st, obj.GetGeneration(), metav1.ConditionFalse, v1alpha1.ReasonDeleting, "releasing the workload cluster", v1alpha1.PhaseTerminating)
 			return reconcile.Result{RequeueAfter: e.opts.ProgressInterval}, nil
 		}
+	}
+	if err := e.secrets.remove(ctx, t.Identity.TenantNamespace()); err != nil {
+		return e.waitingOrError(st, obj.GetGeneration(), err)
 	}
 	done, err := e.opts.Tenancy.ReleaseEndUser(ctx, t)
 	if left := (*access.LeftBehind)(nil); errors.As(err, &left) {
@@ -339,6 +362,9 @@ func (e *Engine[T]) resolve(ctx context.Context, t Target[T], pc provider.Provid
 			return nil, err
 		}
 		tenant.Workload = wl
+	}
+	if err := e.secrets.publish(ctx, t.Identity.TenantNamespace(), tenant); err != nil {
+		return nil, err
 	}
 	return tenant, nil
 }

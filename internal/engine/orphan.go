@@ -188,6 +188,9 @@ func (e *Engine[T]) DeleteOrphan(ctx context.Context, ars []*clustersv1alpha1.Ac
 		return false, nil
 	}
 	logger.Info("Provider Delete of a gone tenant done", "workloadAccess", tenant.Workload != nil)
+	if err := e.secrets.remove(ctx, t.Identity.TenantNamespace()); err != nil {
+		return false, err
+	}
 	return true, nil
 }
 

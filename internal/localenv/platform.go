@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/kcp-dev/logicalcluster/v3"
@@ -32,18 +33,28 @@ type PlatformOptions struct {
 	// example a provider's ProviderConfig on the platform cluster).
 	CRDs map[string][]*apiextensionsv1.CustomResourceDefinition
 	// Targets are the purposes whose clusters the local platform grants access to,
-	// each as a target named like the purpose. Default: workload and mcp, of Clusters.
+	// each as a target named like the purpose (the MCP servers of MCPClusters as
+	// MCPTargetName says). Default: workload and mcp, of Clusters.
 	Targets []string
 	// TargetConfig, when set, returns the access the local platform hands out for a
-	// target instead of the server's admin config (for example through a proxy).
+	// target instead of the server's admin config (for example through a proxy). It is
+	// called once per server, for each MCP server of MCPClusters with purpose mcp.
 	TargetConfig func(purpose string, admin *rest.Config) (*rest.Config, error)
+	// MCPClusters, above 1 and with PurposeMCP in Clusters, starts that many MCP API
+	// servers (at the same time) instead of one, so that ControlPlanes need not share
+	// one: the local platform's targets MCPTargetName(0) ("mcp"), MCPTargetName(1)
+	// ("mcp-2") and so on, all exclusive and in one pool (localplatform
+	// TargetCluster.Profile "mcp") behind the one ClusterProfile the operator's
+	// purpose mapping for mcp names. 0 or 1 is one MCP server.
+	MCPClusters int
 	// LocalPlatform configures the local platform.
 	LocalPlatform localplatform.Options
 	// ClientQPS and ClientBurst, when set, are the local platform's client limits
 	// (default: the servers' admin configs', 100 and 200).
 	ClientQPS   float32
 	ClientBurst int
-	// ControlPlanes (namespace and name) are registered, on the MCP cluster's target.
+	// ControlPlanes (namespace and name) are registered on the MCP cluster's target;
+	// with MCPClusters, the i-th on MCPTargetName(i mod MCPClusters).
 	ControlPlanes []types.NamespacedName
 	// KCP starts a kcp server (GlobalServiceAccount on) besides the API servers.
 	KCP bool
@@ -65,6 +76,10 @@ type PlatformOptions struct {
 	// Deployment, and starts the kubelet stand-in (StartKubelet) that runs them. Not
 	// with StandInScheduler.
 	Deployments *KubeletOptions
+	// Flux, when set, starts an OCI registry (StartRegistry) and Flux's
+	// source-controller and helm-controller on the platform cluster (StartFlux), for
+	// HelmReleases of charts pushed there (Registry.PushChart).
+	Flux *FluxOptions
 }
 
 // ProviderWorkspace is what a platform team prepares in kcp for a provider's runtime:
@@ -89,6 +104,9 @@ type ProviderWorkspace struct {
 type Platform struct {
 	// The API servers; those not started are nil.
 	Platform, Onboarding, Workload, MCP *APIServer
+	// MCPs are the MCP API servers (PlatformOptions.MCPClusters), MCPs[i] behind the
+	// target MCPTargetName(i); MCPs[0] is MCP.
+	MCPs []*APIServer
 	// KCP is the kcp server, with PlatformOptions.KCP.
 	KCP *KCP
 	// Local grants ClusterRequests and AccessRequests on the platform cluster.
@@ -97,6 +115,10 @@ type Platform struct {
 	Operator *Operator
 	// Kubelet runs the operator's Jobs and Deployments, with PlatformOptions.Deployments.
 	Kubelet *Kubelet
+	// Registry is the OCI registry and Flux the controllers installing charts from
+	// it, with PlatformOptions.Flux.
+	Registry *Registry
+	Flux     *Flux
 	// ProviderCluster is the logical cluster of the provider workspace.
 	ProviderCluster logicalcluster.Name
 	// RuntimeKubeconfig is the runtime's kcp identity, with PlatformOptions.Provider.
@@ -116,6 +138,27 @@ func (p *Platform) Server(purpose string) *APIServer {
 		return p.Workload
 	case PurposeMCP:
 		return p.MCP
+	}
+	return nil
+}
+
+// MCPTargetName is the name of the local platform's target for the i-th MCP server
+// (counting from 0) of PlatformOptions.MCPClusters: "mcp", "mcp-2", "mcp-3", ...; it
+// also names the server (APIServer.Name) and its folder.
+func MCPTargetName(i int) string {
+	if i == 0 {
+		return PurposeMCP
+	}
+	return fmt.Sprintf("%s-%d", PurposeMCP, i+1)
+}
+
+// TargetServer returns the API server behind the local platform's target called
+// name (a purpose, or MCPTargetName of an MCP server), or nil.
+func (p *Platform) TargetServer(name string) *APIServer {
+	for _, s := range append([]*APIServer{p.Platform, p.Onboarding, p.Workload}, p.MCPs...) {
+		if s != nil && s.Name == name {
+			return s
+		}
 	}
 	return nil
 }
@@ -141,6 +184,22 @@ func (e *Env) StartPlatform(ctx context.Context, opts PlatformOptions) (*Platfor
 			k, err := e.StartKCP(ctx, KCPOptions{FeatureGates: []string{"GlobalServiceAccount=true"}, Shards: opts.KCPShards})
 			kcpc <- kcpResult{k, err}
 		}()
+	}
+	// The MCP servers beyond the first start while the others do.
+	var extraMCPs []*APIServer
+	var extraErrs []error
+	var extra sync.WaitGroup
+	if slices.Contains(opts.Clusters, PurposeMCP) && opts.MCPClusters > 1 {
+		extraMCPs, extraErrs = make([]*APIServer, opts.MCPClusters-1), make([]error, opts.MCPClusters-1)
+		for i := range extraMCPs {
+			extra.Go(func() {
+				crds, err := OpenMCPCRDs(PurposeMCP)
+				if err == nil {
+					extraMCPs[i], err = e.StartAPIServer(MCPTargetName(i+1), append(crds, opts.CRDs[PurposeMCP]...))
+				}
+				extraErrs[i] = err
+			})
+		}
 	}
 	var startErr error
 	for _, purpose := range append([]string{PurposePlatform}, opts.Clusters...) {
@@ -173,11 +232,26 @@ func (e *Env) StartPlatform(ctx context.Context, opts PlatformOptions) (*Platfor
 		p.KCP = r.k
 		startErr = errors.Join(startErr, r.err)
 	}
+	// Likewise.
+	extra.Wait()
+	startErr = errors.Join(append([]error{startErr}, extraErrs...)...)
+	if p.MCP != nil {
+		p.MCPs = append([]*APIServer{p.MCP}, extraMCPs...)
+	}
 	if startErr != nil {
 		return nil, startErr
 	}
 	if err := e.startLocalPlatform(ctx, p, opts); err != nil {
 		return nil, err
+	}
+	if opts.Flux != nil {
+		var err error
+		if p.Registry, err = e.StartRegistry(ctx); err != nil {
+			return nil, err
+		}
+		if p.Flux, err = e.StartFlux(ctx, p.Platform, *opts.Flux); err != nil {
+			return nil, err
+		}
 	}
 	if opts.KCP && opts.Provider != nil {
 		if err := p.prepareProvider(ctx, *opts.Provider); err != nil {
@@ -214,22 +288,32 @@ func (e *Env) startLocalPlatform(ctx context.Context, p *Platform, opts Platform
 	}
 	var mappings []PurposeMapping
 	for _, purpose := range targets {
-		s := p.Server(purpose)
-		if s == nil {
+		servers := []*APIServer{p.Server(purpose)}
+		if purpose == PurposeMCP && len(p.MCPs) > 1 {
+			servers = p.MCPs
+		}
+		if servers[0] == nil {
 			return fmt.Errorf("local platform target %q: no such cluster started", purpose)
 		}
-		cfg := s.Config
-		if opts.TargetConfig != nil {
-			if cfg, err = opts.TargetConfig(purpose, s.Config); err != nil {
-				return fmt.Errorf("local platform target %q: %w", purpose, err)
-			}
-		}
 		tenancy := clustersv1alpha1.TENANCY_SHARED
-		if operator && purpose == PurposeMCP {
+		if purpose == PurposeMCP && (operator || len(servers) > 1) {
+			// A pool of targets is exclusive.
 			tenancy = clustersv1alpha1.TENANCY_EXCLUSIVE
 		}
-		if err := lp.AddCluster(localplatform.TargetCluster{Name: purpose, Purposes: []string{purpose}, Tenancy: tenancy, Config: limit(cfg)}); err != nil {
-			return fmt.Errorf("local platform target %q: %w", purpose, err)
+		for _, s := range servers {
+			cfg := s.Config
+			if opts.TargetConfig != nil {
+				if cfg, err = opts.TargetConfig(purpose, s.Config); err != nil {
+					return fmt.Errorf("local platform target %q: %w", s.Name, err)
+				}
+			}
+			tc := localplatform.TargetCluster{Name: s.Name, Purposes: []string{purpose}, Tenancy: tenancy, Config: limit(cfg)}
+			if len(servers) > 1 {
+				tc.Profile = purpose
+			}
+			if err := lp.AddCluster(tc); err != nil {
+				return fmt.Errorf("local platform target %q: %w", s.Name, err)
+			}
 		}
 		mappings = append(mappings, PurposeMapping{
 			Purpose: purpose, Profile: lp.ClusterProfileName(purpose), Tenancy: tenancy, Namespace: lp.Options().Namespace,
@@ -255,7 +339,7 @@ func (e *Env) startLocalPlatform(ctx context.Context, p *Platform, opts Platform
 		}
 	} else {
 		// The stand-in scheduler grants these itself, running or not.
-		if err := registerControlPlanes(ctx, lp, opts.ControlPlanes); err != nil {
+		if err := registerControlPlanes(ctx, lp, opts.ControlPlanes, len(p.MCPs)); err != nil {
 			return err
 		}
 	}
@@ -271,15 +355,16 @@ func (e *Env) startLocalPlatform(ctx context.Context, p *Platform, opts Platform
 	p.Local = lp
 	if operator {
 		// The real scheduler grants these.
-		return registerControlPlanes(ctx, lp, opts.ControlPlanes)
+		return registerControlPlanes(ctx, lp, opts.ControlPlanes, len(p.MCPs))
 	}
 	return nil
 }
 
-// registerControlPlanes registers ControlPlanes on the MCP cluster's target.
-func registerControlPlanes(ctx context.Context, lp *localplatform.Platform, cps []types.NamespacedName) error {
-	for _, cp := range cps {
-		if err := lp.RegisterControlPlane(ctx, cp.Name, cp.Namespace, PurposeMCP); err != nil {
+// registerControlPlanes registers ControlPlanes on the targets of the mcps MCP
+// servers, one after the other in turn.
+func registerControlPlanes(ctx context.Context, lp *localplatform.Platform, cps []types.NamespacedName, mcps int) error {
+	for i, cp := range cps {
+		if err := lp.RegisterControlPlane(ctx, cp.Name, cp.Namespace, MCPTargetName(i%max(mcps, 1))); err != nil {
 			return fmt.Errorf("registering ControlPlane %s: %w", cp, err)
 		}
 	}

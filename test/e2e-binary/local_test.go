@@ -97,25 +97,7 @@ func TestLocal(t *testing.T) {
 	})
 
 	t.Run("Ctrl-C stops every process and leaves no file outside the state folder", func(t *testing.T) {
-		if local.Exited() {
-			t.Fatalf("local exited by itself: %v", local.Err())
-		}
-		start := time.Now()
-		if err := local.Signal(syscall.SIGINT); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case <-local.Done():
-		case <-time.After(2 * time.Minute):
-			t.Fatal("local did not stop within 2 minutes of Ctrl-C")
-		}
-		if local.Err() != nil {
-			t.Errorf("local exited with %v:\n%s", local.Err(), local.Tail(20))
-		}
-		t.Logf("local stopped %s after Ctrl-C", time.Since(start).Round(100*time.Millisecond))
-		if left := processesMentioning(t, state); len(left) > 0 {
-			t.Errorf("processes left running: %v", left)
-		}
+		stopLocal(t, local, state)
 		for _, d := range []string{home, tmp} {
 			if files := filesUnder(t, d); len(files) > 0 {
 				t.Errorf("files written outside the state folder: %v", files)
@@ -141,6 +123,31 @@ func TestLocal(t *testing.T) {
 }
 
 // waitFor waits until p's output contains marker and returns the output.
+// stopLocal presses Ctrl-C on a running local command and checks that it stops within
+// two minutes, cleanly, leaving no process that names its state folder.
+func stopLocal(t *testing.T, local *harness.Process, state string) {
+	t.Helper()
+	if local.Exited() {
+		t.Fatalf("local exited by itself: %v", local.Err())
+	}
+	start := time.Now()
+	if err := local.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-local.Done():
+	case <-time.After(2 * time.Minute):
+		t.Fatal("local did not stop within 2 minutes of Ctrl-C")
+	}
+	if local.Err() != nil {
+		t.Errorf("local exited with %v:\n%s", local.Err(), local.Tail(20))
+	}
+	t.Logf("local stopped %s after Ctrl-C", time.Since(start).Round(100*time.Millisecond))
+	if left := processesMentioning(t, state); len(left) > 0 {
+		t.Errorf("processes left running: %v", left)
+	}
+}
+
 func waitFor(ctx context.Context, t *testing.T, p *harness.Process, marker string, timeout time.Duration) string {
 	t.Helper()
 	var out string

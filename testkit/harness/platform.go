@@ -23,6 +23,9 @@ import (
 type Platform struct {
 	// The API servers; those not started are nil.
 	Platform, Onboarding, Workload, MCP *APIServer
+	// MCPs are the MCP servers (PlatformOptions.MCPClusters), MCPs[i] behind the
+	// local platform's target localenv.MCPTargetName(i); MCPs[0] is MCP.
+	MCPs []*APIServer
 	// KCP is set with PlatformOptions.KCP.
 	KCP *KCP
 	// Local grants ClusterRequests and AccessRequests on the platform cluster.
@@ -30,6 +33,8 @@ type Platform struct {
 	// ProviderCluster and RuntimeKubeconfig are set with PlatformOptions.Provider.
 	ProviderCluster   logicalcluster.Name
 	RuntimeKubeconfig []byte
+	// Registry is the OCI registry Flux installs charts from, with PlatformOptions.Flux.
+	Registry *localenv.Registry
 }
 
 // StartPlatform starts a local openMCP platform. t.Cleanup stops it; the test fails
@@ -41,9 +46,18 @@ func StartPlatform(ctx context.Context, t testing.TB, opts localenv.PlatformOpti
 	if err != nil {
 		t.Fatalf("starting the local platform: %v", err)
 	}
-	out := &Platform{Local: p.Local, ProviderCluster: p.ProviderCluster, RuntimeKubeconfig: p.RuntimeKubeconfig,
+	out := &Platform{Local: p.Local, ProviderCluster: p.ProviderCluster, RuntimeKubeconfig: p.RuntimeKubeconfig, Registry: p.Registry,
 		Platform: wrapAPIServer(t, p.Platform), Onboarding: wrapAPIServer(t, p.Onboarding),
 		Workload: wrapAPIServer(t, p.Workload), MCP: wrapAPIServer(t, p.MCP),
+	}
+	for i, s := range p.MCPs {
+		if i == 0 {
+			out.MCPs = append(out.MCPs, out.MCP)
+			continue
+		}
+		mcp := wrapAPIServer(t, s)
+		mcp.Purpose = PurposeMCP
+		out.MCPs = append(out.MCPs, mcp)
 	}
 	if p.KCP != nil {
 		out.KCP = &KCP{p.KCP}

@@ -1,0 +1,162 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+// tenantWriter is cluster.PlatformWriterFromCtx: the platform client confined to one
+// tenant's platform namespace. controller-runtime's namespaced client refuses an
+// object or key naming another namespace, and fills in the tenant's when none is
+// named; this adds the refusal of cluster-scoped kinds, which the namespaced client
+// passes through. Every refusal happens before a request is sent: the RBAC behind the
+// client is cluster-wide (tenant namespaces come and go), so the namespace is kept
+// here.
+type tenantWriter struct {
+	client.Client
+	base      client.Client
+	namespace string
+}
+
+// newTenantWriter confines base, a client whose reads bypass every cache, to namespace.
+func newTenantWriter(base client.Client, namespace string) client.Client {
+	return &tenantWriter{Client: client.NewNamespacedClient(base, namespace), base: base, namespace: namespace}
+}
+
+// errApply: an apply configuration's scope cannot be told without its kind's mapping,
+// which the namespaced client keeps to itself.
+var errApply = errors.New("the platform writer takes objects, not apply configurations: use Patch with client.Apply or client.MergeFrom")
+
+// confined refuses obj unless its kind is namespaced.
+func (w *tenantWriter) confined(obj runtime.Object, verb string) error {
+	namespaced, err := w.IsObjectNamespaced(obj)
+	if err != nil {
+		return fmt.Errorf("platform writer: scope of %T: %w", obj, err)
+	}
+	if !namespaced {
+		gvk, _ := w.GroupVersionKindFor(obj)
+		return fmt.Errorf("platform writer: cannot %s %s: it is cluster-scoped, and the writer reaches the tenant's namespace %s only", verb, gvk.Kind, w.namespace)
+	}
+	return nil
+}
+
+func (w *tenantWriter) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := w.confined(obj, "get"); err != nil {
+		return err
+	}
+	return w.Client.Get(ctx, key, obj, opts...)
+}
+
+// List asks the scope of the list's item kind: the namespaced client asks the list
+// kind's, which no REST mapper knows.
+func (w *tenantWriter) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	gvk, err := apiutil.GVKForObject(list, w.Scheme())
+	if err != nil {
+		return fmt.Errorf("platform writer: kind of %T: %w", list, err)
+	}
+	gvk.Kind = strings.TrimSuffix(gvk.Kind, "List")
+	namespaced, err := apiutil.IsGVKNamespaced(gvk, w.RESTMapper())
+	if err != nil {
+		return fmt.Errorf("platform writer: scope of %s: %w", gvk.Kind, err)
+	}
+	if !namespaced {
+		return fmt.Errorf("platform writer: cannot list %s: it is cluster-scoped, and the writer reaches the tenant's namespace %s only", gvk.Kind, w.namespace)
+	}
+	var lo client.ListOptions
+	lo.ApplyOptions(opts)
+	if lo.Namespace != "" && lo.Namespace != w.namespace {
+		return fmt.Errorf("platform writer: cannot list %s in namespace %s: the writer reaches the tenant's namespace %s only", gvk.Kind, lo.Namespace, w.namespace)
+	}
+	return w.base.List(ctx, list, append(opts, client.InNamespace(w.namespace))...)
+}
+
+func (w *tenantWriter) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if err := w.confined(obj, "create"); err != nil {
+		return err
+	}
+	return w.Client.Create(ctx, obj, opts...)
+}
+
+func (w *tenantWriter) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	if err := w.confined(obj, "update"); err != nil {
+		return err
+	}
+	return w.Client.Update(ctx, obj, opts...)
+}
+
+func (w *tenantWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	if err := w.confined(obj, "patch"); err != nil {
+		return err
+	}
+	return w.Client.Patch(ctx, obj, patch, opts...)
+}
+
+func (w *tenantWriter) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	if err := w.confined(obj, "delete"); err != nil {
+		return err
+	}
+	return w.Client.Delete(ctx, obj, opts...)
+}
+
+func (w *tenantWriter) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
+	if err := w.confined(obj, "delete"); err != nil {
+		return err
+	}
+	return w.Client.DeleteAllOf(ctx, obj, opts...)
+}
+
+func (w *tenantWriter) Apply(context.Context, runtime.ApplyConfiguration, ...client.ApplyOption) error {
+	return errApply
+}
+
+func (w *tenantWriter) Status() client.SubResourceWriter { return w.SubResource("status") }
+
+func (w *tenantWriter) SubResource(name string) client.SubResourceClient {
+	return &tenantSubResource{SubResourceClient: w.Client.SubResource(name), w: w, name: name}
+}
+
+// tenantSubResource refuses the subresources of cluster-scoped objects, which the
+// namespaced client passes through too.
+type tenantSubResource struct {
+	client.SubResourceClient
+	w    *tenantWriter
+	name string
+}
+
+func (s *tenantSubResource) Get(ctx context.Context, obj, sub client.Object, opts ...client.SubResourceGetOption) error {
+	if err := s.w.confined(obj, "get "+s.name+" of"); err != nil {
+		return err
+	}
+	return s.SubResourceClient.Get(ctx, obj, sub, opts...)
+}
+
+func (s *tenantSubResource) Create(ctx context.Context, obj, sub client.Object, opts ...client.SubResourceCreateOption) error {
+	if err := s.w.confined(obj, "create "+s.name+" of"); err != nil {
+		return err
+	}
+	return s.SubResourceClient.Create(ctx, obj, sub, opts...)
+}
+
+func (s *tenantSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	if err := s.w.confined(obj, "update "+s.name+" of"); err != nil {
+		return err
+	}
+	return s.SubResourceClient.Update(ctx, obj, opts...)
+}
+
+func (s *tenantSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	if err := s.w.confined(obj, "patch "+s.name+" of"); err != nil {
+		return err
+	}
+	return s.SubResourceClient.Patch(ctx, obj, patch, opts...)
+}
+
+func (s *tenantSubResource) Apply(context.Context, runtime.ApplyConfiguration, ...client.SubResourceApplyOption) error {
+	return errApply
+}
