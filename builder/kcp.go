@@ -3,7 +3,6 @@ package builder
 import (
 	"context"
 	"fmt"
-	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
@@ -17,9 +16,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/kcpmode"
-	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/sharding"
-	"github.com/openmcp-project/kcp-serviceprovider/tokens"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
 	"github.com/openmcp-project/kcp-serviceprovider/workspaces"
 )
@@ -68,11 +65,17 @@ func kcpChecks(sup *kcpmode.Supervisor) (live, ready map[string]healthz.Checker)
 // objects of every workspace bound to the APIExport, served through its virtual
 // workspace.
 func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.Manager, error) {
-	// One watch of the Service type serves every workspace (workspaces.SharedWatch).
-	objects := workspaces.NewSharedWatch(r.decl.newObject(), r.decl.newList)
-	mcProvider, err := objects.NewProvider(c.VirtualWorkspace, c.EndpointSlice, r.decl.name, r.decl.scheme)
+	var workerRules []rbacv1.PolicyRule
+	if r.decl.workerPerms != nil {
+		workerRules = policyRules(*r.decl.workerPerms)
+	}
+	mode, err := workspaces.NewMode[T](c, workspaces.ModeOptions[T]{
+		Name: r.decl.name, Scheme: r.decl.scheme, NewObject: r.decl.newObject, NewList: r.decl.newList, Kind: r.decl.gvk.Kind,
+		Rules: policyRules(r.decl.mcpPerms), WorkerRules: workerRules,
+		Tune: opts.tune, RetryInterval: opts.RetryInterval, FieldOwner: fieldOwner(opts.Replica),
+	})
 	if err != nil {
-		return nil, fmt.Errorf("kcp apiexport provider: %w", err)
+		return nil, err
 	}
 	mopts := r.platformManagerOptions(opts, "kcp")
 	// The standard-mode manager, or the Runtime itself, serves metrics and probes for
@@ -92,7 +95,7 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 		}
 		mcOpts = append(mcOpts, mcmanager.WithCoordinator(replicas.Coordinator()))
 	}
-	mgr, err := mcmanager.New(platformCfg, mcProvider, mopts, mcOpts...)
+	mgr, err := mcmanager.New(platformCfg, mode.Provider, mopts, mcOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("kcp mode manager: %w", err)
 	}
@@ -102,40 +105,7 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 		}
 	}
 
-	// Tampering with the worker's access in a workspace is repaired within seconds;
-	// the same watch answers the Minters' first reads of their objects.
-	accessWatch := workspaces.NewAccessWatch(r.decl.scheme, map[string]string{ManagedByLabel: r.decl.name})
-	newMinter := func(account string, perms workload.Permissions) *tokens.Minter {
-		return tokens.New(tokens.Options{
-			Direct:       c.Direct,
-			Identity:     c.Identity,
-			ProviderName: r.decl.name,
-			Account:      account,
-			Rules:        policyRules(perms),
-			Labels:       map[string]string{ManagedByLabel: r.decl.name},
-			Observe:      metrics.TokenObserver(r.decl.name),
-			// The access watch below reports every change to these objects
-			// (Minter.Drifted), so a poll need not read them again: the recheck only
-			// bounds what a lost watch event could hide.
-			Recheck: minterRecheck,
-			Cache:   accessWatch,
-		})
-	}
-	minters := []*tokens.Minter{newMinter("", r.decl.mcpPerms)}
-	var workerMinter *tokens.Minter
-	if r.decl.workerPerms != nil {
-		// The worker's own ServiceAccount and ClusterRole, "<name>-worker".
-		workerMinter = newMinter("worker", *r.decl.workerPerms)
-		minters = append(minters, workerMinter)
-	}
-	accessWatch.ReportTo(minters...)
-	objects.OnVirtualWorkspace(accessWatch.VirtualWorkspace)
-	objects.OnVirtualWorkspaceGone(accessWatch.VirtualWorkspaceGone)
-	tenancy := workspaces.NewTenancy[T](workspaces.Options{
-		Minter: minters[0], WorkerMinter: workerMinter, NewList: r.decl.newList, Kind: r.decl.gvk.Kind,
-		Scheme: r.decl.scheme, Tune: opts.tune, RetryInterval: opts.RetryInterval, FieldOwner: fieldOwner(opts.Replica),
-	})
-	eopts, err := r.engineOptions(mgr, tenancy, workspaces.Labels, opts)
+	eopts, err := r.engineOptions(mgr, mode.Tenancy, workspaces.Labels, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -153,15 +123,15 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 		Restartable:             true,
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 		WrapCluster:             workspaces.NewSharedDiscovery().Wrap,
-		SharedWatch:             objects.Source,
-		Sources:                 []func(engine.ClusterLister) source.TypedSource[mcreconcile.Request]{accessWatch.Source},
+		SharedWatch:             mode.Objects.Source,
+		Sources:                 []func(engine.ClusterLister) source.TypedSource[mcreconcile.Request]{mode.Access.Source},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kcp mode controller: %w", err)
 	}
 	// Added after the engine, so that the engine knows a workspace by the time the
 	// shared watch queues its objects on engagement.
-	if err := mgr.Add(objects); err != nil {
+	if err := mgr.Add(mode.Objects); err != nil {
 		return nil, err
 	}
 	// A workspace that is briefly not engaged (this manager restarting, the virtual
@@ -181,9 +151,9 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 // replicas builds this replica's share of kcp mode's workspaces. Its Leases are
 // renewed through a client of their own, without a client-side rate limit: a renewal
 // queued behind a burst of reconciles, or behind the other fences' renewals (two
-// requests per served workspace every third of the lease duration: 200 a second for
-// 500 workspaces), would let a fence lapse. The lease timing paces them; the platform
-// API server's priority and fairness guards the server.
+// requests per served workspace every third of the lease duration), would let a fence
+// lapse. The lease timing paces them; the platform API server's priority and fairness
+// guards the server.
 func (r *Runtime[T]) replicas(opts Options) (*sharding.Replicas, error) {
 	cfg := rest.CopyConfig(opts.Platform)
 	opts.tune(cfg)
@@ -198,11 +168,6 @@ func (r *Runtime[T]) replicas(opts Options) (*sharding.Replicas, error) {
 		Log: log.Log.WithName(r.decl.name),
 	}), nil
 }
-
-// minterRecheck is how long kcp mode's Minters trust the objects they found in order
-// in a workspace (tokens.Options.Recheck); the access watch ends that trust at once
-// when one of them changes.
-const minterRecheck = 30 * time.Minute
 
 // policyRules turns the declared end-user permissions into the workspace ClusterRole's
 // rules.

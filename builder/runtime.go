@@ -1,3 +1,6 @@
+// One file, one idea: Options and how Start mounts each mode's manager. Each mode's own
+// assembly lives in kcp.go, platform.go and the mode packages.
+
 package builder
 
 import (

@@ -1,3 +1,6 @@
+// One file, one idea: the AccessRequest controller of the local platform, grant and
+// release side by side.
+
 package localplatform
 
 import (

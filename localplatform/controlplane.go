@@ -63,8 +63,8 @@ func (p *Platform) RegisterControlPlane(ctx context.Context, name, namespace, ta
 	// registrations at once contend for the shared Cluster object: read the request
 	// again and retry until it is granted (by either), rather than failing on a
 	// conflict or on the controller's intermediate Pending.
-	// The real scheduler grants requests one after the other at its own client limits:
-	// 100 ControlPlanes registered at once (the benchmark) took longer than 30 s.
+	// The real scheduler grants requests one after the other at its own client limits,
+	// so many ControlPlanes registered at once need far longer (docs/design/measured.md).
 	timeout := 30 * time.Second
 	if p.opts.ClusterProviderOnly {
 		timeout = 5 * time.Minute

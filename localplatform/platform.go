@@ -128,14 +128,14 @@ type Platform struct {
 	c client.Client
 	// cache reads what a reconcile only consults (the ClusterRequest and Cluster
 	// behind an AccessRequest): the manager's cache once SetupWithManager ran, c
-	// before. Hundreds of AccessRequests re-read them directly on every reconcile,
-	// which kept the platform's API server busy in the 500-workspace benchmark.
+	// before. Hundreds of AccessRequests re-reading them directly on every reconcile
+	// keep the platform's API server busy (docs/design/measured.md).
 	cache client.Reader
 
 	// sharedMu serialises the changes of a shared Cluster's finalizers in this
 	// process: every ClusterRequest of a shared target adds its finalizer to the one
-	// Cluster, and concurrent reconciles otherwise mostly conflict (2,331 conflicts
-	// and as many re-reads for 500 requests in the benchmark).
+	// Cluster, and concurrent reconciles otherwise mostly conflict
+	// (docs/design/measured.md).
 	sharedMu sync.Mutex
 	// assignMu serialises the choice of a target for a Cluster of a pool of several
 	// targets, so that each choice counts the ones before.

@@ -3,6 +3,7 @@ package testkit
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/command"
 	"github.com/openmcp-project/kcp-serviceprovider/config"
@@ -223,4 +225,16 @@ func (e *Env) PushChart(t *testing.T, dir, version string) string {
 		t.Fatalf("testkit: pushing chart %s %s: %v", dir, version, err)
 	}
 	return url
+}
+
+// ProviderOf describes, for Options.Provider, a provider that is not built on
+// command.Provider and starts its builder.Runtime itself: its name, its generated CRD
+// files (the Service API labelled for the onboarding cluster, the ProviderConfig for
+// the platform, as command.Provider.CRDs) and its runtime. newRuntime gets the kcp
+// surface the kit derives from those CRDs; a runtime that declares its own with
+// builder.KCP may ignore it.
+func ProviderOf(name string, crds fs.FS, newRuntime func(kcp apiexport.Provisionable) (command.Runner, error)) command.Provider {
+	return command.Provider{Name: name, CRDs: crds, NewRuntime: func(_ string, kcp apiexport.Provisionable) (command.Runner, error) {
+		return newRuntime(kcp)
+	}}
 }

@@ -29,9 +29,9 @@ type grantedAccess struct {
 
 // grant is what a granted request's access depends on. A request changes for reasons
 // that leave its grant as it was (this runtime's record annotation, the platform's
-// bookkeeping in its status after the grant: at 500 workspaces the real operator's
-// later status writes made every other tenant read its access Secret a second time),
-// so a poll compares grants, not resource versions.
+// bookkeeping in its status after the grant, which would make tenants read their
+// access Secrets again: docs/design/measured.md), so a poll compares grants, not
+// resource versions.
 type grant struct {
 	uid        types.UID
 	generation int64

@@ -118,8 +118,8 @@ type Requester struct {
 
 // maxWaitingRetry caps the backoff between looks at a pending request. The grant
 // itself wakes the tenant through the engine's watch; the looks are a safety net, and
-// at a fixed RetryInterval hundreds of pending tenants kept the work queue full of them
-// (the benchmark at 500 workspaces) and the grants waited behind.
+// at a fixed RetryInterval hundreds of pending tenants keep the work queue full of them
+// while the grants wait behind (docs/design/measured.md).
 const maxWaitingRetry = time.Minute
 
 // tenantState is one tenant's backoffs.

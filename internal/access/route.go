@@ -26,8 +26,8 @@ import (
 //
 // The reason is the operator's pace (docs/design/real-operator.md): its clients keep
 // client-go's default limit of 5 requests per second, and resolving a request that
-// names only its ClusterRequest costs it about six (measured: 100 such AccessRequests
-// take it 58 s, routed ones 2.6 s). It also means the access-request controller never
+// names only its ClusterRequest costs it several requests more than a routed one
+// (docs/design/measured.md). It also means the access-request controller never
 // sees a request whose ClusterRequest is not granted yet, which it answers with an
 // error and its exponential backoff.
 //
@@ -138,9 +138,9 @@ func (r *Requester) routeAccessRequest(ctx context.Context, key Key, reg advance
 }
 
 // routedGrace is how long an AccessRequest this Requester created is taken to exist
-// while the informer cache does not show it yet. In the benchmark at 500 workspaces,
-// a tenant woken again before its cache caught up created the request a second time
-// for every third tenant (refused as AlreadyExists, but a request each).
+// while the informer cache does not show it yet: a tenant woken again before its cache
+// caught up would create the request a second time (refused as AlreadyExists, but a
+// request each; docs/design/measured.md).
 const routedGrace = 30 * time.Second
 
 // managedLabels are the labels the clusteraccess library expects on the tenant's

@@ -1,3 +1,6 @@
+// One file, one idea: the reconcile of one Service object, create/update and delete
+// paths side by side, so that their ordering of accesses reads as one sequence.
+
 package engine
 
 import (

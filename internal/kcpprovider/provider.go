@@ -1,3 +1,7 @@
+// One file, one idea: the provider's endpoint bookkeeping (which virtual-workspace
+// URLs are published, watched or retried, and the workspaces engaged through each) is
+// one state machine behind one lock; splitting it would spread that lock.
+
 package kcpprovider
 
 import (

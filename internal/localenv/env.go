@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -201,7 +202,11 @@ func FindAssets(ctx context.Context, repoRoot string, progress io.Writer) (strin
 }
 
 // FreePorts returns n distinct ports that were free on 127.0.0.1 a moment ago. They
-// are held open together so the kernel does not hand out one twice.
+// are held open together so that none is handed out twice, and taken below the
+// kernel's ephemeral range: a port from that range (what listening on port 0 gives)
+// can be taken by any outgoing connection of a busy test machine between this check
+// and the server's bind, which failed a CI run with "address already in use". Below the
+// range only another listener can take it.
 func FreePorts(n int) ([]int, error) {
 	var listeners []net.Listener
 	defer func() {
@@ -209,16 +214,38 @@ func FreePorts(n int) ([]int, error) {
 			_ = l.Close()
 		}
 	}()
+	low, high := belowEphemeral()
 	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		addr := "127.0.0.1:0"
+		if high > low && tries < 100*n {
+			addr = fmt.Sprintf("127.0.0.1:%d", low+rand.IntN(high-low))
+		}
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
+			if addr != "127.0.0.1:0" {
+				continue // taken: try another
+			}
 			return nil, fmt.Errorf("finding a free port: %w", err)
 		}
 		listeners = append(listeners, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// belowEphemeral is the range FreePorts picks from: from 20000 up to the kernel's first
+// ephemeral port (Linux's ip_local_port_range); empty where that is unknown.
+func belowEphemeral() (low, high int) {
+	raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0
+	}
+	var first, last int
+	if _, err := fmt.Sscan(string(raw), &first, &last); err != nil || first <= 20000 {
+		return 0, 0
+	}
+	return 20000, first
 }
 
 // shellQuote quotes s for a POSIX shell.

@@ -1,3 +1,6 @@
+// One file, one idea: the kubelet stand-in, which turns Pods into processes and back;
+// its parts (volumes, environment, status) only make sense together.
+
 package localenv
 
 import (

@@ -1,3 +1,6 @@
+// One file, one idea: StartPlatform, which assembles the local platform from the
+// servers in the order their dependencies need.
+
 package localenv
 
 import (

@@ -1,3 +1,6 @@
+// One file, one idea: a sharded kcp (root shard, shards, cache server, front-proxy)
+// and the certificates that tie them together.
+
 package localenv
 
 import (

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -76,29 +77,45 @@ func parallel(n, c int, fn func(i int) error) error {
 	return first
 }
 
-// readyWatcher records when each Widget was first seen Ready for its generation,
-// from a watch of its own (not counted as the runtime's requests).
+// readyWatcher records when each object was first seen Ready for its generation,
+// from a watch of its own (not counted as the runtime's requests), and when it was
+// first seen at all.
 type readyWatcher struct {
 	mu    sync.Mutex
 	ready map[string]time.Time
+	seen  map[string]time.Time
 	n     chan struct{}
 }
 
 // watchReady lists and watches Widgets with cfg (a cluster, or a kcp virtual
 // workspace at /clusters/*), keying them by kcp cluster annotation and name.
 func watchReady(ctx context.Context, cfgs ...*rest.Config) (*readyWatcher, error) {
-	w := &readyWatcher{ready: map[string]time.Time{}, n: make(chan struct{}, 1)}
+	return watchReadyOf(ctx, widget.GroupVersion.WithResource("widgets"), cfgs...)
+}
+
+// watchReadyOf is watchReady for any resource whose status has observedGeneration
+// and a Ready condition (Service objects, Flux's HelmReleases).
+func watchReadyOf(ctx context.Context, gvr schema.GroupVersionResource, cfgs ...*rest.Config) (*readyWatcher, error) {
+	w := &readyWatcher{ready: map[string]time.Time{}, seen: map[string]time.Time{}, n: make(chan struct{}, 1)}
 	handle := func(obj any) {
 		u, ok := obj.(*unstructured.Unstructured)
-		if !ok || !isReady(u) {
+		if !ok {
 			return
 		}
 		key := u.GetAnnotations()["kcp.io/cluster"] + "/" + u.GetNamespace() + "/" + u.GetName()
+		now := time.Now()
 		w.mu.Lock()
-		if _, seen := w.ready[key]; !seen {
-			w.ready[key] = time.Now()
+		if _, seen := w.seen[key]; !seen {
+			w.seen[key] = now
+		}
+		ready := isReady(u)
+		if _, seen := w.ready[key]; ready && !seen {
+			w.ready[key] = now
 		}
 		w.mu.Unlock()
+		if !ready {
+			return
+		}
 		select {
 		case w.n <- struct{}{}:
 		default:
@@ -110,7 +127,7 @@ func watchReady(ctx context.Context, cfgs ...*rest.Config) (*readyWatcher, error
 		if err != nil {
 			return nil, err
 		}
-		ri := dyn.Resource(widget.GroupVersion.WithResource("widgets"))
+		ri := dyn.Resource(gvr)
 		lw := &toolscache.ListWatch{
 			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 				return ri.List(ctx, o)
@@ -183,6 +200,17 @@ func (w *readyWatcher) waitAll(ctx context.Context, n int, timeout time.Duration
 		out[k] = v
 	}
 	return out, nil
+}
+
+// firstSeen returns when each object was first seen, by key.
+func (w *readyWatcher) firstSeen() map[string]time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string]time.Time, len(w.seen))
+	for k, v := range w.seen {
+		out[k] = v
+	}
+	return out
 }
 
 // latencies pairs creation and Ready times by key.

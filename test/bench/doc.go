@@ -16,7 +16,11 @@
 //     namespace per tenant), issued by a bare client with the same concurrency to the
 //     same servers;
 //   - standard mode, this runtime and opencontrolplane-runtime serving the same no-op
-//     provider and the same objects on fresh API servers.
+//     provider and the same objects on fresh API servers;
+//   - with -flux-sizes, the greeter example provider (examples/greeter) in standard
+//     mode installing its chart for n ControlPlanes through Flux, against Flux alone
+//     installing the same n releases from objects a bare client writes (flux.go;
+//     docs/benchmarks-flux.md).
 //
 // The runtime's requests are counted by wrapping its transports
 // (builder.Options.WrapTransport). In kcp mode the runtime runs in a process of its own,

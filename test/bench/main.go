@@ -57,6 +57,7 @@ func main() {
 	alone := flag.String("operator-alone-sizes", "", "request counts for the real openmcp-operator's own throughput with no runtime; empty skips it")
 	newcomers := flag.Int("newcomers", 20, "kcp mode: tenants bound one at a time after the steady state, each timed from its object's creation to Ready")
 	replicaSizes := flag.String("replica-sizes", "", "kcp mode on a kcp of two shards, served by 1 and by 2 replicas: tenant workspace counts; empty skips it")
+	fluxSizes := flag.String("flux-sizes", "", "tenant counts for the greeter example provider (standard mode, one MCP server per tenant) against Flux alone installing the same releases; empty skips it")
 	verbose := flag.Bool("v", false, "log the runtimes and the local platform")
 	flag.Parse()
 
@@ -184,6 +185,14 @@ func main() {
 			}
 		}
 	}
+	if *fluxSizes != "" {
+		fs, err := parseSizes(*fluxSizes)
+		if err != nil {
+			fatalf("-flux-sizes: %v", err)
+		}
+		rep.command, rep.machine = commandLine(), machine()
+		runFlux(ctx, assets, fs, opts, rep)
+	}
 	rep.finished = time.Now()
 	if err := os.WriteFile(*out, []byte(rep.markdown()), 0o644); err != nil {
 		fatalf("writing %s: %v", *out, err)
@@ -218,6 +227,18 @@ func run(assets, name string, fn func(env *localenv.Env) error) error {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
+}
+
+// commandLine is how this run was started, from test/bench, for the report.
+func commandLine() string {
+	args := []string{"go run ."}
+	for _, a := range os.Args[1:] {
+		if a == "" || strings.ContainsAny(a, " '\"$") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		args = append(args, a)
+	}
+	return strings.Join(args, " ")
 }
 
 func parseSizes(s string) ([]int, error) {

@@ -21,7 +21,10 @@ type report struct {
 	platform          []platformRow
 	alone             []operatorAlone
 	replicas          []replicaRun
-	failures          []string
+	flux              []fluxRun
+	// command and machine, for the Flux part's report.
+	command, machine string
+	failures         []string
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
@@ -77,15 +80,13 @@ func (r *report) markdown() string {
 		"measured side by side in the same run, not absolute times across runs.",
 		r.started.UTC().Format("2006-01-02 15:04 UTC"), r.cpus, r.finished.Sub(r.started).Round(time.Second))
 	w("")
-	w("Settings of both runtimes: work-queue concurrency %d, client QPS %.0f / burst %d, access retry interval %s. "+
-		"The provider is a no-op that declares a workload cluster and read access on the end-user cluster, so "+
-		"every request counted is the runtime's own. Requests are counted by wrapping every transport the runtime "+
-		"builds (`builder.Options.WrapTransport`). Memory: in kcp mode the runtime runs in a process of its own "+
-		"(the benchmark binary run again), so its figures are the runtime's alone: peak RSS during the phase "+
-		"(VmHWM reset before it), RSS before it (every workspace engaged, no object yet), and the Go heap in "+
-		"use after a GC at convergence. In standard mode both runtimes run in the benchmark's process, with "+
-		"the local platform and the benchmark's watch: compare them with each other.",
-		r.opts.concurrency, r.opts.qps, r.opts.burst, r.opts.retry)
+	onlyFlux := len(r.flux) > 0 && len(r.kcp)+len(r.std)+len(r.platform)+len(r.alone)+len(r.replicas) == 0
+	if onlyFlux {
+		w("Settings of the runtime: work-queue concurrency %d, client QPS %.0f / burst %d, access retry interval %s.",
+			r.opts.concurrency, r.opts.qps, r.opts.burst, r.opts.retry)
+	} else {
+		r.settings(w)
+	}
 	w("")
 	if len(r.failures) > 0 {
 		w("**Failures in this run:**")
@@ -108,12 +109,29 @@ func (r *report) markdown() string {
 		r.aloneSection(w)
 	}
 	r.replicaSection(w)
+	if len(r.flux) > 0 {
+		r.fluxSection(w)
+	}
 	if len(r.kcp) > 0 || len(r.std) > 0 {
 		r.targets(w)
 	}
 	w("Tuning experiments and where the time goes: [benchmarks-tuning.md](benchmarks-tuning.md) (hand-written from runs of this command with other flags).")
 	w("")
 	return b.String()
+}
+
+// settings describes the runtimes' settings, the provider and how requests and
+// memory are measured.
+func (r *report) settings(w func(string, ...any)) {
+	w("Settings of both runtimes: work-queue concurrency %d, client QPS %.0f / burst %d, access retry interval %s. "+
+		"The provider is a no-op that declares a workload cluster and read access on the end-user cluster, so "+
+		"every request counted is the runtime's own. Requests are counted by wrapping every transport the runtime "+
+		"builds (`builder.Options.WrapTransport`). Memory: in kcp mode the runtime runs in a process of its own "+
+		"(the benchmark binary run again), so its figures are the runtime's alone: peak RSS during the phase "+
+		"(VmHWM reset before it), RSS before it (every workspace engaged, no object yet), and the Go heap in "+
+		"use after a GC at convergence. In standard mode both runtimes run in the benchmark's process, with "+
+		"the local platform and the benchmark's watch: compare them with each other.",
+		r.opts.concurrency, r.opts.qps, r.opts.burst, r.opts.retry)
 }
 
 // bareFloorWrites is the floor per tenant without this project's requirements (no

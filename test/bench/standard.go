@@ -111,18 +111,10 @@ func runStandard(ctx context.Context, env *localenv.Env, which string, n int, op
 
 	before := cnt.snapshot()
 	start := time.Now()
-	var mu sync.Mutex
-	created := map[string]time.Time{}
-	if err := parallel(n, 4*concurrency, func(i int) error {
-		w := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: cpName(i)}, Spec: widget.WidgetSpec{Color: "blue"}}
-		if err := ob.Create(ctx, w); err != nil {
-			return err
-		}
-		mu.Lock()
-		created["/"+tenantNamespace+"/"+cpName(i)] = time.Now()
-		mu.Unlock()
-		return nil
-	}); err != nil {
+	created, err := createTimed(ctx, ob, n, 4*concurrency, func(i int) client.Object {
+		return &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNamespace, Name: cpName(i)}, Spec: widget.WidgetSpec{Color: "blue"}}
+	})
+	if err != nil {
 		return p, err
 	}
 	ready, err := watcher.waitAll(ctx, n, convergeTimeout(n))
@@ -146,3 +138,21 @@ func runStandard(ctx context.Context, env *localenv.Env, which string, n int, op
 }
 
 func cpName(i int) string { return fmt.Sprintf("cp-%d", i) }
+
+// createTimed creates newObj(i) for each i below n, conc at a time, and returns when
+// each was created, by "/<namespace>/<name>" (the watchers' keys).
+func createTimed(ctx context.Context, c client.Client, n, conc int, newObj func(i int) client.Object) (map[string]time.Time, error) {
+	var mu sync.Mutex
+	created := map[string]time.Time{}
+	err := parallel(n, conc, func(i int) error {
+		obj := newObj(i)
+		if err := c.Create(ctx, obj); err != nil {
+			return err
+		}
+		mu.Lock()
+		created["/"+obj.GetNamespace()+"/"+obj.GetName()] = time.Now()
+		mu.Unlock()
+		return nil
+	})
+	return created, err
+}

@@ -1,0 +1,92 @@
+package workspaces
+
+import (
+	"fmt"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kcpmode"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kcpprovider"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
+	"github.com/openmcp-project/kcp-serviceprovider/provider"
+	"github.com/openmcp-project/kcp-serviceprovider/tokens"
+)
+
+// minterRecheck is how long kcp mode's Minters trust the objects they found in order
+// in a workspace (tokens.Options.Recheck); the access watch ends that trust at once
+// when one of them changes, so the recheck only bounds what a lost watch event could
+// hide.
+const minterRecheck = 30 * time.Minute
+
+// ModeOptions are what kcp mode needs of the provider's declarations.
+type ModeOptions[T provider.Object] struct {
+	// Name is the provider's name: the managed-by label of what the runtime creates in
+	// workspaces, and the prefix of its ServiceAccounts there.
+	Name   string
+	Scheme *runtime.Scheme
+	// NewObject and NewList return an empty Service object and list; Kind is its kind.
+	NewObject func() T
+	NewList   func() client.ObjectList
+	Kind      string
+	// Rules are the provider's rights in each workspace; WorkerRules, when set, the
+	// worker's apart ("<name>-worker").
+	Rules       []rbacv1.PolicyRule
+	WorkerRules []rbacv1.PolicyRule
+	// Tune, RetryInterval and FieldOwner are the runtime's client tuning, the wait
+	// while a workspace refuses, and the field manager of its writes.
+	Tune          func(*rest.Config)
+	RetryInterval time.Duration
+	FieldOwner    string
+}
+
+// Mode is kcp mode for one kcp connection, assembled: the builder mounts it on a
+// manager and an engine.
+type Mode[T provider.Object] struct {
+	// Provider engages every workspace bound to the APIExport.
+	Provider *kcpprovider.Provider
+	// Objects is the one watch of the Service type across every virtual workspace: the
+	// engine's shared source, and a runnable to add after the engine.
+	Objects *SharedWatch
+	// Access watches the runtime's ServiceAccounts and RBAC in the workspaces, repairs
+	// tampering within seconds and answers the Minters' reads: an engine source.
+	Access  *AccessWatch
+	Tenancy *Tenancy[T]
+}
+
+// NewMode assembles kcp mode for the connection c.
+func NewMode[T provider.Object](c kcpmode.Connection, opts ModeOptions[T]) (*Mode[T], error) {
+	objects := NewSharedWatch(opts.NewObject(), opts.NewList)
+	prov, err := objects.NewProvider(c.VirtualWorkspace, c.EndpointSlice, opts.Name, opts.Scheme)
+	if err != nil {
+		return nil, fmt.Errorf("kcp apiexport provider: %w", err)
+	}
+	managedBy := map[string]string{apiexport.ManagedByLabel: opts.Name}
+	access := NewAccessWatch(opts.Scheme, managedBy)
+	newMinter := func(account string, rules []rbacv1.PolicyRule) *tokens.Minter {
+		return tokens.New(tokens.Options{
+			Direct: c.Direct, Identity: c.Identity, ProviderName: opts.Name, Account: account,
+			Rules: rules, Labels: managedBy, Observe: metrics.TokenObserver(opts.Name),
+			Recheck: minterRecheck, Cache: access,
+		})
+	}
+	minters := []*tokens.Minter{newMinter("", opts.Rules)}
+	var workerMinter *tokens.Minter
+	if opts.WorkerRules != nil {
+		workerMinter = newMinter("worker", opts.WorkerRules)
+		minters = append(minters, workerMinter)
+	}
+	access.ReportTo(minters...)
+	objects.OnVirtualWorkspace(access.VirtualWorkspace)
+	objects.OnVirtualWorkspaceGone(access.VirtualWorkspaceGone)
+	return &Mode[T]{Provider: prov, Objects: objects, Access: access,
+		Tenancy: NewTenancy[T](Options{
+			Minter: minters[0], WorkerMinter: workerMinter, NewList: opts.NewList, Kind: opts.Kind,
+			Scheme: opts.Scheme, Tune: opts.Tune, RetryInterval: opts.RetryInterval, FieldOwner: opts.FieldOwner,
+		}),
+	}, nil
+}
