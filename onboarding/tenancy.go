@@ -156,11 +156,7 @@ func (*Tenancy[T]) Mode() cluster.Mode { return cluster.ModeStandard }
 
 // Target: the object is named after its ControlPlane, so its key is the tenant.
 func (*Tenancy[T]) Target(clusterName string, cl ctrlcluster.Cluster, obj T) engine.Target[T] {
-	id := cluster.StandardIdentity(obj.GetNamespace(), obj.GetName())
-	return engine.Target[T]{
-		ClusterName: clusterName, Cluster: cl, Object: obj, Identity: id,
-		Key: access.Key{Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)}, Identity: id},
-	}
+	return engine.ObjectTarget(clusterName, cl, obj, cluster.StandardIdentity(obj.GetNamespace(), obj.GetName()))
 }
 
 // Admit admits every object: one per ControlPlane by naming convention.

@@ -8,12 +8,10 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 	"sigs.k8s.io/multicluster-runtime/providers/single"
 
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
-	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 )
@@ -60,11 +58,7 @@ func (*Tenancy[T]) Mode() cluster.Mode { return cluster.ModePlatform }
 
 // Target: the served object is the tenant.
 func (*Tenancy[T]) Target(clusterName string, cl ctrlcluster.Cluster, obj T) engine.Target[T] {
-	id := cluster.PlatformIdentity(obj.GetNamespace(), obj.GetName())
-	return engine.Target[T]{
-		ClusterName: clusterName, Cluster: cl, Object: obj, Identity: id,
-		Key: access.Key{Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)}, Identity: id},
-	}
+	return engine.ObjectTarget(clusterName, cl, obj, cluster.PlatformIdentity(obj.GetNamespace(), obj.GetName()))
 }
 
 // Admit applies the singleton rule (engine.AdmitSingleton) to the whole platform

@@ -46,11 +46,16 @@ func (w *tenantWriter) confined(obj runtime.Object, verb string) error {
 	return nil
 }
 
-func (w *tenantWriter) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if err := w.confined(obj, "get"); err != nil {
+// then calls call if obj's kind is namespaced, and refuses it otherwise.
+func (w *tenantWriter) then(obj runtime.Object, verb string, call func() error) error {
+	if err := w.confined(obj, verb); err != nil {
 		return err
 	}
-	return w.Client.Get(ctx, key, obj, opts...)
+	return call()
+}
+
+func (w *tenantWriter) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return w.then(obj, "get", func() error { return w.Client.Get(ctx, key, obj, opts...) })
 }
 
 // List asks the scope of the list's item kind: the namespaced client asks the list
@@ -77,38 +82,23 @@ func (w *tenantWriter) List(ctx context.Context, list client.ObjectList, opts ..
 }
 
 func (w *tenantWriter) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	if err := w.confined(obj, "create"); err != nil {
-		return err
-	}
-	return w.Client.Create(ctx, obj, opts...)
+	return w.then(obj, "create", func() error { return w.Client.Create(ctx, obj, opts...) })
 }
 
 func (w *tenantWriter) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	if err := w.confined(obj, "update"); err != nil {
-		return err
-	}
-	return w.Client.Update(ctx, obj, opts...)
+	return w.then(obj, "update", func() error { return w.Client.Update(ctx, obj, opts...) })
 }
 
 func (w *tenantWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	if err := w.confined(obj, "patch"); err != nil {
-		return err
-	}
-	return w.Client.Patch(ctx, obj, patch, opts...)
+	return w.then(obj, "patch", func() error { return w.Client.Patch(ctx, obj, patch, opts...) })
 }
 
 func (w *tenantWriter) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
-	if err := w.confined(obj, "delete"); err != nil {
-		return err
-	}
-	return w.Client.Delete(ctx, obj, opts...)
+	return w.then(obj, "delete", func() error { return w.Client.Delete(ctx, obj, opts...) })
 }
 
 func (w *tenantWriter) DeleteAllOf(ctx context.Context, obj client.Object, opts ...client.DeleteAllOfOption) error {
-	if err := w.confined(obj, "delete"); err != nil {
-		return err
-	}
-	return w.Client.DeleteAllOf(ctx, obj, opts...)
+	return w.then(obj, "delete", func() error { return w.Client.DeleteAllOf(ctx, obj, opts...) })
 }
 
 func (w *tenantWriter) Apply(context.Context, runtime.ApplyConfiguration, ...client.ApplyOption) error {
@@ -130,31 +120,19 @@ type tenantSubResource struct {
 }
 
 func (s *tenantSubResource) Get(ctx context.Context, obj, sub client.Object, opts ...client.SubResourceGetOption) error {
-	if err := s.w.confined(obj, "get "+s.name+" of"); err != nil {
-		return err
-	}
-	return s.SubResourceClient.Get(ctx, obj, sub, opts...)
+	return s.w.then(obj, "get "+s.name+" of", func() error { return s.SubResourceClient.Get(ctx, obj, sub, opts...) })
 }
 
 func (s *tenantSubResource) Create(ctx context.Context, obj, sub client.Object, opts ...client.SubResourceCreateOption) error {
-	if err := s.w.confined(obj, "create "+s.name+" of"); err != nil {
-		return err
-	}
-	return s.SubResourceClient.Create(ctx, obj, sub, opts...)
+	return s.w.then(obj, "create "+s.name+" of", func() error { return s.SubResourceClient.Create(ctx, obj, sub, opts...) })
 }
 
 func (s *tenantSubResource) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	if err := s.w.confined(obj, "update "+s.name+" of"); err != nil {
-		return err
-	}
-	return s.SubResourceClient.Update(ctx, obj, opts...)
+	return s.w.then(obj, "update "+s.name+" of", func() error { return s.SubResourceClient.Update(ctx, obj, opts...) })
 }
 
 func (s *tenantSubResource) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	if err := s.w.confined(obj, "patch "+s.name+" of"); err != nil {
-		return err
-	}
-	return s.SubResourceClient.Patch(ctx, obj, patch, opts...)
+	return s.w.then(obj, "patch "+s.name+" of", func() error { return s.SubResourceClient.Patch(ctx, obj, patch, opts...) })
 }
 
 func (s *tenantSubResource) Apply(context.Context, runtime.ApplyConfiguration, ...client.SubResourceApplyOption) error {

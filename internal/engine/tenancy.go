@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
@@ -24,6 +26,15 @@ type Target[T provider.Object] struct {
 	Identity cluster.Identity
 	// Key names the tenant's platform-side requests.
 	Key access.Key
+}
+
+// ObjectTarget is the Target of a mode in which each object is its own tenant
+// (standard and platform-service mode): the tenant's requests are keyed by the object.
+func ObjectTarget[T provider.Object](clusterName string, cl ctrlcluster.Cluster, obj T, id cluster.Identity) Target[T] {
+	return Target[T]{
+		ClusterName: clusterName, Cluster: cl, Object: obj, Identity: id,
+		Key: access.Key{Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)}, Identity: id},
+	}
 }
 
 // Tenancy is what differs between modes.
