@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -140,19 +139,8 @@ func (e *Env) StartOperator(ctx context.Context, platform *APIServer, opts Opera
 	if err != nil {
 		return nil, err
 	}
-	hc := &http.Client{Timeout: 2 * time.Second}
-	var last error
-	if err := wait.PollUntilContextTimeout(ctx, PollInterval, time.Minute, true, func(ctx context.Context) (bool, error) {
-		if p.Exited() {
-			return false, fmt.Errorf("%s ended (%w):\n%s", name, p.Ended(), LogTail(p.Log, 20))
-		}
-		last = getOK(ctx, hc, "http://"+health+"/readyz")
-		return last == nil, nil
-	}); err != nil {
-		if last != nil {
-			err = fmt.Errorf("%w (last: %w)", err, last)
-		}
-		return nil, fmt.Errorf("waiting for %s to be ready: %w", name, err)
+	if err := waitHTTPOK(ctx, p, "http://"+health+"/readyz", time.Minute); err != nil {
+		return nil, err
 	}
 	return &Operator{Process: p, Namespace: opts.Namespace, ConfigFile: cfgFile, MetricsURL: "http://" + metrics + "/metrics"}, nil
 }
