@@ -34,11 +34,8 @@ import (
 func (p *Platform) reconcileAccessRequest(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	ar := &clustersv1alpha1.AccessRequest{}
-	if err := p.c.Get(ctx, req.NamespacedName, ar); err != nil {
-		if apierrors.IsNotFound(err) {
-			return reconcile.Result{}, nil
-		}
-		return reconcile.Result{}, fmt.Errorf("getting AccessRequest %s: %w", req, err)
+	if found, err := getLive(ctx, p.c, req.NamespacedName, ar); !found {
+		return reconcile.Result{}, err
 	}
 	if !ar.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, p.releaseAccessRequest(ctx, ar)
@@ -286,32 +283,30 @@ func (p *Platform) denyAccess(ctx context.Context, ar *clustersv1alpha1.AccessRe
 	if err := p.cleanupAccess(ctx, ar); err != nil {
 		return err
 	}
-	before := ar.DeepCopy()
-	ar.Status.Phase = clustersv1alpha1.REQUEST_DENIED
-	ar.Status.SecretRef = nil
-	ar.Status.ObservedGeneration = ar.Generation
-	setGrantedCondition(&ar.Status.Conditions, ar.Generation, metav1.ConditionFalse, reason, message)
-	if equality.Semantic.DeepEqual(before.Status, ar.Status) {
-		return nil
-	}
-	if err := p.c.Status().Patch(ctx, ar, client.MergeFrom(before)); err != nil {
-		return fmt.Errorf("denying AccessRequest %s/%s: %w", ar.Namespace, ar.Name, err)
-	}
-	return nil
+	return p.patchAccessStatus(ctx, ar, clustersv1alpha1.REQUEST_DENIED, reason, message)
 }
 
 // setAccessPending marks the current generation of ar as not granted (yet). Anything
 // granted for an earlier generation stays until it is replaced or released.
 func (p *Platform) setAccessPending(ctx context.Context, ar *clustersv1alpha1.AccessRequest, reason, message string) error {
+	return p.patchAccessStatus(ctx, ar, clustersv1alpha1.REQUEST_PENDING, reason, message)
+}
+
+// patchAccessStatus writes a phase other than granted on the current generation of
+// ar; a denial also drops the Secret reference, whose Secret cleanupAccess removed.
+func (p *Platform) patchAccessStatus(ctx context.Context, ar *clustersv1alpha1.AccessRequest, phase, reason, message string) error {
 	before := ar.DeepCopy()
-	ar.Status.Phase = clustersv1alpha1.REQUEST_PENDING
+	ar.Status.Phase = phase
+	if phase == clustersv1alpha1.REQUEST_DENIED {
+		ar.Status.SecretRef = nil
+	}
 	ar.Status.ObservedGeneration = ar.Generation
 	setGrantedCondition(&ar.Status.Conditions, ar.Generation, metav1.ConditionFalse, reason, message)
 	if equality.Semantic.DeepEqual(before.Status, ar.Status) {
 		return nil
 	}
 	if err := p.c.Status().Patch(ctx, ar, client.MergeFrom(before)); err != nil {
-		return fmt.Errorf("updating status of AccessRequest %s/%s: %w", ar.Namespace, ar.Name, err)
+		return fmt.Errorf("setting AccessRequest %s/%s %s: %w", ar.Namespace, ar.Name, phase, err)
 	}
 	return nil
 }

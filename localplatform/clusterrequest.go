@@ -24,11 +24,8 @@ import (
 // reconcileClusterRequest plays the openmcp-operator's scheduler for one ClusterRequest.
 func (p *Platform) reconcileClusterRequest(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	cr := &clustersv1alpha1.ClusterRequest{}
-	if err := p.c.Get(ctx, req.NamespacedName, cr); err != nil {
-		if apierrors.IsNotFound(err) {
-			return reconcile.Result{}, nil
-		}
-		return reconcile.Result{}, fmt.Errorf("getting ClusterRequest %s: %w", req, err)
+	if found, err := getLive(ctx, p.c, req.NamespacedName, cr); !found {
+		return reconcile.Result{}, err
 	}
 	if !cr.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, p.releaseClusterRequest(ctx, cr)

@@ -278,3 +278,15 @@ func ensureNamespace(ctx context.Context, c client.Client, name string) error {
 	}
 	return nil
 }
+
+// getLive reads the object a reconcile is for: found is false, with no error, when it
+// is gone, which ends that reconcile quietly.
+func getLive(ctx context.Context, c client.Reader, key client.ObjectKey, obj client.Object) (found bool, err error) {
+	if err := c.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("getting %T %s: %w", obj, key, err)
+	}
+	return true, nil
+}

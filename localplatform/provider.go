@@ -161,11 +161,8 @@ func (p *Platform) setupClusterProvider(mgr ctrl.Manager, opts controller.Option
 // scheduler's: nothing is provisioned, so nothing holds its deletion.
 func (p *Platform) reconcileCluster(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	c := &clustersv1alpha1.Cluster{}
-	if err := p.c.Get(ctx, req.NamespacedName, c); err != nil {
-		if apierrors.IsNotFound(err) {
-			return reconcile.Result{}, nil
-		}
-		return reconcile.Result{}, fmt.Errorf("getting Cluster %s: %w", req, err)
+	if found, err := getLive(ctx, p.c, req.NamespacedName, c); !found {
+		return reconcile.Result{}, err
 	}
 	if !c.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil

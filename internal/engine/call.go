@@ -44,6 +44,16 @@ func (e *Engine[T]) callProvider(ctx context.Context, method string, fn func() (
 	return fn()
 }
 
+// callWith calls a method of the provider on the reconciled object, with the tenant in
+// ctx, after noting the labels the provider starts from.
+func (e *Engine[T]) callWith(ctx context.Context, w *writer[T], tenant *cluster.Tenant, method string,
+	fn func(context.Context, T) (provider.Result, error)) (provider.Result, error) {
+	w.providerCalled()
+	return e.callProvider(ctx, method, func() (provider.Result, error) {
+		return fn(cluster.WithTenant(ctx, tenant), w.obj)
+	})
+}
+
 // providerFailed records a provider error on the object's status and says what the
 // reconcile returns: a terminal error is not retried (the object's or the
 // ProviderConfig's next change brings it back), anything else is, with backoff.

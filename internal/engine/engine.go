@@ -200,10 +200,7 @@ func (e *Engine[T]) createOrUpdate(ctx context.Context, t Target[T], w *writer[T
 	if err != nil {
 		return e.waitingOrError(st, obj.GetGeneration(), err)
 	}
-	w.providerCalled()
-	res, err := e.callProvider(ctx, "CreateOrUpdate", func() (provider.Result, error) {
-		return e.opts.Reconciler.CreateOrUpdate(cluster.WithTenant(ctx, tenant), obj)
-	})
+	res, err := e.callWith(ctx, w, tenant, "CreateOrUpdate", e.opts.Reconciler.CreateOrUpdate)
 	if err != nil {
 		return providerFailed(st, obj.GetGeneration(), "CreateOrUpdate", err, v1alpha1.PhaseProgressing)
 	}
@@ -266,10 +263,7 @@ func (e *Engine[T]) delete(ctx context.Context, t Target[T], w *writer[T], pc pr
 		tenant.Workload = wl
 	}
 	tenant.Deletion = &cluster.Deletion{EndUser: reachOf(tenant.MCP != nil, true), Workload: reachOf(tenant.Workload != nil, e.opts.Workload != nil)}
-	w.providerCalled()
-	res, err := e.callProvider(ctx, "Delete", func() (provider.Result, error) {
-		return e.opts.Reconciler.Delete(cluster.WithTenant(ctx, tenant), obj)
-	})
+	res, err := e.callWith(ctx, w, tenant, "Delete", e.opts.Reconciler.Delete)
 	if err != nil {
 		return providerFailed(st, obj.GetGeneration(), "Delete", err, v1alpha1.PhaseTerminating)
 	}

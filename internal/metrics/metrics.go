@@ -39,112 +39,96 @@ const (
 
 var (
 	// ReconcilesTotal counts reconciles of Service objects by mode and result.
-	ReconcilesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Subsystem: "engine", Name: "reconciles_total",
-		Help: "Reconciles of Service objects, by mode and result (ready, progressing, waiting, error, released, ignored, skipped).",
-	}, []string{"provider", "mode", "result"})
+	ReconcilesTotal = counter("engine", "reconciles_total",
+		"Reconciles of Service objects, by mode and result (ready, progressing, waiting, error, released, ignored, skipped).",
+		"provider", "mode", "result")
 
 	// ReconcileDuration is how long a reconcile of a Service object took.
-	ReconcileDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: Namespace, Subsystem: "engine", Name: "reconcile_duration_seconds",
-		Help:    "Duration of reconciles of Service objects, including access resolution, the provider call and the status write.",
-		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-	}, []string{"provider", "mode"})
+	ReconcileDuration = histogram("engine", "reconcile_duration_seconds",
+		"Duration of reconciles of Service objects, including access resolution, the provider call and the status write.",
+		[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		"provider", "mode")
 
 	// ProviderPanicsTotal counts panics of the provider's methods, recovered by the engine.
-	ProviderPanicsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Subsystem: "engine", Name: "provider_panics_total",
-		Help: "Panics of the provider's CreateOrUpdate and Delete, recovered by the runtime, by method.",
-	}, []string{"provider", "mode", "method"})
+	ProviderPanicsTotal = counter("engine", "provider_panics_total",
+		"Panics of the provider's CreateOrUpdate and Delete, recovered by the runtime, by method.",
+		"provider", "mode", "method")
 
 	// EventsTotal counts the events emitted on Service objects.
-	EventsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Subsystem: "engine", Name: "events_total",
-		Help: "Events emitted on Service objects (on transitions only), by type and reason.",
-	}, []string{"provider", "mode", "type", "reason"})
+	EventsTotal = counter("engine", "events_total",
+		"Events emitted on Service objects (on transitions only), by type and reason.",
+		"provider", "mode", "type", "reason")
 
 	// SingletonConflictsTotal counts objects rejected because their workspace already
 	// has an active one.
-	SingletonConflictsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Subsystem: "engine", Name: "singleton_conflicts_total",
-		Help: "Service objects rejected because their workspace already has an active one (counted when an object enters that state).",
-	}, []string{"provider", "mode"})
+	SingletonConflictsTotal = counter("engine", "singleton_conflicts_total",
+		"Service objects rejected because their workspace already has an active one (counted when an object enters that state).",
+		"provider", "mode")
 
 	// AccessGrantDuration is the time from the first reconcile that waited for an
 	// access to the reconcile that found it granted.
-	AccessGrantDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: Namespace, Subsystem: "access", Name: "grant_duration_seconds",
-		Help:    "Time from requesting cluster access (the object started waiting for it) to finding it granted, by cluster kind.",
-		Buckets: []float64{1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600},
-	}, []string{"provider", "mode", "cluster"})
+	AccessGrantDuration = histogram("access", "grant_duration_seconds",
+		"Time from requesting cluster access (the object started waiting for it) to finding it granted, by cluster kind.",
+		[]float64{1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600},
+		"provider", "mode", "cluster")
 
 	// ProviderConfigGeneration is the metadata.generation of the ProviderConfig the
 	// last reconcile used.
-	ProviderConfigGeneration = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: Namespace, Subsystem: "providerconfig", Name: "generation",
-		Help: "metadata.generation of the ProviderConfig the last reconcile of each mode loaded.",
-	}, []string{"provider", "mode"})
+	ProviderConfigGeneration = gauge("providerconfig", "generation",
+		"metadata.generation of the ProviderConfig the last reconcile of each mode loaded.",
+		"provider", "mode")
 
 	// ProviderConfigValid says whether the last reconcile found the ProviderConfig
 	// present and valid.
-	ProviderConfigValid = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: Namespace, Subsystem: "providerconfig", Name: "valid",
-		Help: "1 when the last reconcile of each mode found the ProviderConfig present and valid, else 0.",
-	}, []string{"provider", "mode"})
+	ProviderConfigValid = gauge("providerconfig", "valid",
+		"1 when the last reconcile of each mode found the ProviderConfig present and valid, else 0.",
+		"provider", "mode")
 
 	// TokenRequestsTotal counts TokenRequests for workload ServiceAccounts in tenant
 	// workspaces.
-	TokenRequestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Subsystem: "kcp", Name: "token_requests_total",
-		Help: "TokenRequests for the workload ServiceAccount of tenant workspaces, by kind (new: the workspace had no token; renewal: the cached one reached 80 % of its lifetime or its account changed) and result.",
-	}, []string{"provider", "kind", "result"})
+	TokenRequestsTotal = counter("kcp", "token_requests_total",
+		"TokenRequests for the workload ServiceAccount of tenant workspaces, by kind (new: the workspace had no token; renewal: the cached one reached 80 % of its lifetime or its account changed) and result.",
+		"provider", "kind", "result")
 
 	// RuntimeTokenRefreshesTotal counts refreshes of the runtime's own direct-call
 	// token in its provider workspace.
-	RuntimeTokenRefreshesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Subsystem: "kcp", Name: "runtime_token_refreshes_total",
-		Help: "Refreshes of the runtime's own direct-call token (a token of its ServiceAccount in the provider workspace), by result.",
-	}, []string{"provider", "result"})
+	RuntimeTokenRefreshesTotal = counter("kcp", "runtime_token_refreshes_total",
+		"Refreshes of the runtime's own direct-call token (a token of its ServiceAccount in the provider workspace), by result.",
+		"provider", "result")
 
 	// RuntimeTokenExpiry is when the runtime's current direct-call token expires.
-	RuntimeTokenExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: Namespace, Subsystem: "kcp", Name: "runtime_token_expiry_timestamp_seconds",
-		Help: "Unix time at which the runtime's current direct-call token expires.",
-	}, []string{"provider"})
+	RuntimeTokenExpiry = gauge("kcp", "runtime_token_expiry_timestamp_seconds",
+		"Unix time at which the runtime's current direct-call token expires.",
+		"provider")
 
 	// APIExportProvisionsTotal counts provisioning runs of the APIExport.
-	APIExportProvisionsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Subsystem: "kcp", Name: "apiexport_provisions_total",
-		Help: "Provisioning runs of the provider's APIResourceSchemas and APIExport (one per kcp mode start), by result.",
-	}, []string{"provider", "result"})
+	APIExportProvisionsTotal = counter("kcp", "apiexport_provisions_total",
+		"Provisioning runs of the provider's APIResourceSchemas and APIExport (one per kcp mode start), by result.",
+		"provider", "result")
 
 	// KCPWorkspacesOwned is how many bound workspaces this replica serves: all of them
 	// with one replica, its share with several (internal/sharding).
-	KCPWorkspacesOwned = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: Namespace, Subsystem: "kcp", Name: "workspaces_owned",
-		Help: "Bound workspaces this replica serves (holds the fence of) in kcp mode.",
-	}, []string{"provider"})
+	KCPWorkspacesOwned = gauge("kcp", "workspaces_owned",
+		"Bound workspaces this replica serves (holds the fence of) in kcp mode.",
+		"provider")
 
 	// KCPOwnershipChangesTotal counts workspaces this replica started or stopped
 	// serving: a replica joining or leaving, a workspace binding or unbinding.
-	KCPOwnershipChangesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: Namespace, Subsystem: "kcp", Name: "workspace_ownership_changes_total",
-		Help: "Workspaces this replica started (kind gained) or stopped (kind released) serving in kcp mode, after a rebalance among replicas or a binding change.",
-	}, []string{"provider", "kind"})
+	KCPOwnershipChangesTotal = counter("kcp", "workspace_ownership_changes_total",
+		"Workspaces this replica started (kind gained) or stopped (kind released) serving in kcp mode, after a rebalance among replicas or a binding change.",
+		"provider", "kind")
 
 	// KCPVirtualWorkspacesGauge is how many virtual workspaces (one per kcp shard with
 	// a binding) the APIExportEndpointSlice lists, and how many of them kcp mode
 	// watches: a difference that lasts means tenants on a shard are not served.
-	KCPVirtualWorkspacesGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: Namespace, Subsystem: "kcp", Name: "virtual_workspaces",
-		Help: "Virtual workspaces of kcp mode's APIExport: state published (listed in the APIExportEndpointSlice) and watched (served by this process).",
-	}, []string{"provider", "state"})
+	KCPVirtualWorkspacesGauge = gauge("kcp", "virtual_workspaces",
+		"Virtual workspaces of kcp mode's APIExport: state published (listed in the APIExportEndpointSlice) and watched (served by this process).",
+		"provider", "state")
 
 	// KCPReplicas is how many replicas this replica sees sharing kcp mode's workspaces.
-	KCPReplicas = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: Namespace, Subsystem: "kcp", Name: "replicas",
-		Help: "Live replicas sharing kcp mode's workspaces, as this replica last saw them (itself included).",
-	}, []string{"provider"})
+	KCPReplicas = gauge("kcp", "replicas",
+		"Live replicas sharing kcp mode's workspaces, as this replica last saw them (itself included).",
+		"provider")
 )
 
 // Label values of results.
@@ -161,12 +145,27 @@ func resultOf(err error) string {
 }
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(
-		ReconcilesTotal, ReconcileDuration, ProviderPanicsTotal, EventsTotal, SingletonConflictsTotal,
-		AccessGrantDuration, ProviderConfigGeneration, ProviderConfigValid,
-		TokenRequestsTotal, RuntimeTokenRefreshesTotal, RuntimeTokenExpiry,
-		APIExportProvisionsTotal, KCPVirtualWorkspacesGauge, KCPWorkspacesOwned, KCPOwnershipChangesTotal, KCPReplicas, state,
-	)
+	ctrlmetrics.Registry.MustRegister(state)
+}
+
+// counter, gauge and histogram make a metric of the runtime and register it with
+// controller-runtime's registry, which the manager serves.
+func counter(subsystem, name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help}, labels)
+	ctrlmetrics.Registry.MustRegister(c)
+	return c
+}
+
+func gauge(subsystem, name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help}, labels)
+	ctrlmetrics.Registry.MustRegister(g)
+	return g
+}
+
+func histogram(subsystem, name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Subsystem: subsystem, Name: name, Help: help, Buckets: buckets}, labels)
+	ctrlmetrics.Registry.MustRegister(h)
+	return h
 }
 
 // TokenObserver returns the tokens.Options.Observe hook of a provider: it counts

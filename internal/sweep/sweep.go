@@ -204,26 +204,12 @@ func (s *Sweeper) Sweep(ctx context.Context) (Result, error) {
 			}
 		}
 		log.FromContext(ctx).Info("Tenant is gone; removing its platform requests", "tenant", key)
-		for _, ar := range t.ars {
-			d, r, err := release(ctx, s.opts.Client, ar)
-			res.Deleted += d
-			res.Released += r
-			if err != nil {
-				errs = append(errs, err)
-			}
-		}
 		if len(t.ars) > 0 {
 			// ClusterRequests after their AccessRequests are gone: a later sweep.
+			errs = append(errs, releaseAll(ctx, s.opts.Client, t.ars, &res)...)
 			continue
 		}
-		for _, cr := range t.crs {
-			d, r, err := release(ctx, s.opts.Client, cr)
-			res.Deleted += d
-			res.Released += r
-			if err != nil {
-				errs = append(errs, err)
-			}
-		}
+		errs = append(errs, releaseAll(ctx, s.opts.Client, t.crs, &res)...)
 	}
 	// Forget tenants without requests left.
 	for k := range s.absent {
@@ -274,6 +260,20 @@ func revoking(ars []*clustersv1alpha1.AccessRequest, crs []*clustersv1alpha1.Clu
 
 // release starts the deletion of o, or removes the clusteraccess library's finalizer
 // once it is the only one left (the platform released what it granted).
+// releaseAll releases each request of one kind, counting into res.
+func releaseAll[T client.Object](ctx context.Context, c client.Client, requests []T, res *Result) []error {
+	var errs []error
+	for _, o := range requests {
+		d, r, err := release(ctx, c, o)
+		res.Deleted += d
+		res.Released += r
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
 func release(ctx context.Context, c client.Client, o client.Object) (deleted, released int, err error) {
 	what := fmt.Sprintf("%T %s", o, types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
 	if o.GetDeletionTimestamp().IsZero() {
