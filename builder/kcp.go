@@ -43,7 +43,7 @@ func (r *Runtime[T]) kcpSupervisor(opts Options) (*kcpmode.Supervisor, error) {
 		return nil, fmt.Errorf("platform client: %w", err)
 	}
 	return kcpmode.New(kcpmode.Options{
-		Name: r.decl.name, Scheme: r.decl.scheme, NewProviderConfig: r.decl.newProviderConfig,
+		Name: r.decl.name, ProviderConfigName: opts.Migration.ProviderConfig(r.decl.name), Scheme: r.decl.scheme, NewProviderConfig: r.decl.newProviderConfig,
 		Surface: r.decl.kcp, Platform: platform, PlatformConfig: platformCfg, Tune: opts.tune,
 		EventSource: eventSource(r.decl.name), Replica: opts.Replica,
 		NewManager: func(_ context.Context, c kcpmode.Connection) (mcmanager.Manager, error) {

@@ -34,6 +34,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/ops"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/providerconfig"
+	"github.com/openmcp-project/kcp-serviceprovider/migration"
 	"github.com/openmcp-project/kcp-serviceprovider/onboarding"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
@@ -118,6 +119,11 @@ type Options struct {
 	// SweepAbsences is how many consecutive sweeps must find a tenant gone before its
 	// requests are removed. Default 3.
 	SweepAbsences int
+	// Migration, when set, is what the provider's previous binary on
+	// opencontrolplane-runtime named: standard mode keeps those names, adopts its
+	// requests and waits for its pods to be gone (package migration). It is the
+	// provider's declaration (command.Provider.Migration), passed through here.
+	Migration *migration.FromOCR
 }
 
 func (o *Options) metricsServing() ops.MetricsServing {
@@ -194,6 +200,9 @@ func (r *Runtime[T]) Start(ctx context.Context, opts Options) error {
 	opts.defaults()
 	if opts.Platform == nil {
 		return errors.New("no platform cluster config")
+	}
+	if err := opts.Migration.Validate(); err != nil {
+		return err
 	}
 	adds := []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clustersv1alpha1.AddToScheme}
 	if r.decl.kcp != nil {
@@ -306,7 +315,16 @@ func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcm
 	}
 	platformCfg := rest.CopyConfig(opts.Platform)
 	opts.tune(platformCfg)
-	mgr, err := mcmanager.New(platformCfg, prov, r.platformManagerOptions(opts, "standard"))
+	mopts := r.platformManagerOptions(opts, "standard")
+	if l := opts.Migration.OldLease(); l != nil {
+		// Elect on the old binary's lease, so that an old pod that still leads keeps
+		// this one from reconciling, and the other way round.
+		mopts.LeaderElection, mopts.LeaderElectionID, mopts.LeaderElectionNamespace = true, l.Name, l.Namespace
+		if l.Cluster == migration.LeaseOnOnboarding {
+			mopts.LeaderElectionConfig = onboardingCfg
+		}
+	}
+	mgr, err := mcmanager.New(platformCfg, prov, mopts)
 	if err != nil {
 		return nil, fmt.Errorf("standard mode manager: %w", err)
 	}
@@ -326,13 +344,21 @@ func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcm
 		}
 	}
 	platform := mgr.GetLocalManager().GetClient()
+	m := opts.Migration
+	controller, mcp := m.RequestController(r.decl.name), m.MCPRegistration()
 	tenancy := onboarding.NewTenancy[T](platform, onboarding.Options{
-		ProviderName: r.decl.name, Permissions: r.decl.mcpPerms, WorkerPermissions: r.decl.workerPerms, Scheme: r.decl.scheme,
+		ProviderName: controller, Permissions: r.decl.mcpPerms, WorkerPermissions: r.decl.workerPerms, Scheme: r.decl.scheme,
 		RetryInterval: opts.RetryInterval, GrantTimeout: opts.GrantTimeout, Tune: opts.tune,
+		MCPID: mcp.ID, MCPSuffix: mcp.Suffix, Adopt: m != nil,
 	})
 	eopts, err := r.engineOptions(mgr, tenancy, onboarding.Labels, opts)
 	if err != nil {
 		return nil, err
+	}
+	if m != nil {
+		if err := r.takeOver(mgr, &eopts, opts); err != nil {
+			return nil, err
+		}
 	}
 	e, err := engine.Register(mgr, eopts, engine.Setup{
 		Name: r.decl.name + "-standard",
@@ -341,13 +367,13 @@ func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcm
 		Restartable:             true,
 		NewList:                 r.decl.newList,
 		ProviderConfig:          r.decl.newProviderConfig(),
-		ManagedBy:               r.decl.name,
+		ManagedBy:               controller,
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("standard mode controller: %w", err)
 	}
-	if err := addSweep(mgr, e, r.decl.name, standardTenantLabels, nil, opts); err != nil {
+	if err := addSweep(mgr, e, controller, standardTenantLabels, nil, opts); err != nil {
 		return nil, err
 	}
 	return mgr, nil
@@ -366,7 +392,7 @@ func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, tenancy engine.Tenancy
 		NewObject:         r.decl.newObject,
 		Finalizer:         r.decl.finalizer(),
 		ProviderConfig: &providerconfig.Loader{
-			Reader: platform, Name: r.decl.name, New: r.decl.newProviderConfig,
+			Reader: platform, Name: opts.Migration.ProviderConfig(r.decl.name), New: r.decl.newProviderConfig,
 		},
 		Reconciler:  r.decl.reconciler,
 		Tenancy:     tenancy,

@@ -32,6 +32,9 @@ type commonOptions struct {
 	namespace            string
 	platformKubeconfig   string
 	onboardingKubeconfig string
+	// oldFlagsUsed lists the flags of the provider's previous binary that were given
+	// (Provider.Migration), logged as warnings once the logger is set up.
+	oldFlagsUsed func() []string
 }
 
 // addFlags registers the flags; defaultName is the provider's name when neither the flag
@@ -47,6 +50,8 @@ func (o *commonOptions) addFlags(fs *flag.FlagSet, defaultName string) {
 		"kubeconfig of the platform cluster; default: the in-cluster config, outside a pod $KUBECONFIG")
 	fs.StringVar(&o.onboardingKubeconfig, "onboarding-kubeconfig", "",
 		"kubeconfig of the onboarding cluster; default: access requested from the platform (a ClusterRequest with purpose onboarding and an AccessRequest), as openMCP providers do")
+	// Last: an old flag of a name this binary defines is this binary's.
+	o.oldFlagsUsed = o.provider.Migration.AddFlags(fs)
 }
 
 // logger sets up controller-runtime's and client-go's logging at the chosen verbosity
@@ -71,6 +76,11 @@ func (o *commonOptions) logger(command string) (logr.Logger, error) {
 		"namespace", o.namespace, "pod", os.Getenv(openmcpconst.EnvVariablePodName),
 		"podIP", os.Getenv(openmcpconst.EnvVariablePodIP),
 		"serviceAccount", os.Getenv(openmcpconst.EnvVariablePodServiceAccountName))
+	if o.oldFlagsUsed != nil {
+		for _, w := range o.oldFlagsUsed() {
+			l.Info("Warning: " + w)
+		}
+	}
 	return l, nil
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/migration"
 )
 
 // ClusterLabel names the openMCP cluster purpose a CRD is installed on: onboarding for
@@ -43,6 +44,11 @@ type Provider struct {
 	// kcp is the kcp surface derived from CRDs and ExportName: handing it to the
 	// builder's KCP keeps what run provisions equal to what kcp-manifests prints.
 	NewRuntime func(name string, kcp apiexport.Provisionable) (Runner, error)
+	// Migration, when set, is what the provider's previous binary, built on
+	// opencontrolplane-runtime, named: the runtime keeps those names and takes its
+	// tenants over in place when the ServiceProvider's image is swapped (package
+	// migration, docs/migrating-from-opencontrolplane-runtime.md).
+	Migration *migration.FromOCR
 	// Local, when set, adds the local command, which starts a whole platform on this
 	// machine with the provider in both modes.
 	Local *Local
@@ -228,12 +234,19 @@ func ReadCRDs(fsys fs.FS) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 // record events.
 func (d *described) onboardingRunPermissions() []clustersv1alpha1.PermissionsRequest {
 	r := d.serviceResource
-	return []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+	perms := []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{r.Group}, Resources: []string{r.Resource}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
 		{APIGroups: []string{r.Group}, Resources: []string{r.Resource + "/status"}, Verbs: []string{"get", "update", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	}}}
+	if l := d.Migration.OldLease(); l != nil && l.Cluster == migration.LeaseOnOnboarding {
+		// Standard mode elects on the old binary's lease, which is there.
+		perms = append(perms, clustersv1alpha1.PermissionsRequest{Namespace: l.Namespace, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+		}})
+	}
+	return perms
 }
 
 // onboardingInitPermissions are what init needs on the onboarding cluster: install

@@ -139,6 +139,7 @@ func (o *runOptions) run(ctx context.Context, _ io.Writer) error {
 		MaxConcurrentReconciles: o.maxConcurrentReconciles,
 		ClientQPS:               float32(o.clientQPS),
 		ClientBurst:             o.clientBurst,
+		Migration:               d.Migration,
 	})
 	if err != nil {
 		return err

@@ -58,6 +58,12 @@ type Options struct {
 	GrantTimeout time.Duration
 	// Tune adjusts the MCP client's REST config.
 	Tune func(*rest.Config)
+	// MCPID and MCPSuffix name the end-user registration and end its requests' names;
+	// empty: MCPRegistrationID for both. A provider taking over from
+	// opencontrolplane-runtime keeps its old ones (package migration).
+	MCPID, MCPSuffix string
+	// Adopt: see access.Options.Adopt.
+	Adopt bool
 }
 
 // Provider wraps the onboarding cluster as a multicluster provider with one cluster.
@@ -116,17 +122,24 @@ func NewTenancy[T provider.Object](platform client.Client, opts Options) *Tenanc
 		retry = 10 * time.Second
 	}
 	t := &Tenancy[T]{platform: platform, retry: retry, missing: map[types.NamespacedName]int{},
-		mcp: mcpRequester(platform, opts, MCPRegistrationID, opts.Permissions)}
+		mcp: mcpRequester(platform, opts, orDefault(opts.MCPID, MCPRegistrationID), orDefault(opts.MCPSuffix, MCPRegistrationID), opts.Permissions)}
 	if opts.WorkerPermissions != nil {
-		t.worker = mcpRequester(platform, opts, WorkerRegistrationID, *opts.WorkerPermissions)
+		t.worker = mcpRequester(platform, opts, WorkerRegistrationID, WorkerRegistrationID, *opts.WorkerPermissions)
 	}
 	return t
 }
 
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
 // mcpRequester orders token access with perms to the ControlPlane an object is named
-// after, under the registration id (also the requests' name suffix).
-func mcpRequester(platform client.Client, opts Options, id string, perms workload.Permissions) *access.Requester {
-	reg := advanced.ExistingClusterRequest(id, id, func(req reconcile.Request, _ ...any) (*commonapi.ObjectReference, error) {
+// after, under the registration id, its requests' names ending in suffix.
+func mcpRequester(platform client.Client, opts Options, id, suffix string, perms workload.Permissions) *access.Requester {
+	reg := advanced.ExistingClusterRequest(id, suffix, func(req reconcile.Request, _ ...any) (*commonapi.ObjectReference, error) {
 		key, err := controlPlaneRequest(req)
 		if err != nil {
 			return nil, err
@@ -148,6 +161,7 @@ func mcpRequester(platform client.Client, opts Options, id string, perms workloa
 		NotGrantedReason: v1alpha1.ReasonAccessNotGranted,
 		GrantTimeout:     opts.GrantTimeout,
 		Tune:             opts.Tune,
+		Adopt:            opts.Adopt,
 	})
 }
 

@@ -42,11 +42,24 @@ type Options struct {
 	GrantTimeout time.Duration
 	// Tune adjusts the workload client's REST config.
 	Tune func(*rest.Config)
+	// ID and Suffix name the registration and end its requests' names; empty:
+	// RegistrationID and "wl". A provider taking over from opencontrolplane-runtime
+	// keeps its old ones (package migration).
+	ID, Suffix string
+	// Adopt: see access.Options.Adopt.
+	Adopt bool
 }
 
 // NewOrderer returns a Requester ordering workload clusters.
 func NewOrderer(platform client.Client, opts Options) *access.Requester {
-	reg := advanced.NewClusterRequest(RegistrationID, "wl",
+	id, suffix := opts.ID, opts.Suffix
+	if id == "" {
+		id = RegistrationID
+	}
+	if suffix == "" {
+		suffix = "wl"
+	}
+	reg := advanced.NewClusterRequest(id, suffix,
 		advanced.StaticClusterRequestSpecGenerator(&clustersv1alpha1.ClusterRequestSpec{Purpose: clustersv1alpha1.PURPOSE_WORKLOAD})).
 		WithNamespaceGenerator(access.NamespaceFromIdentity).
 		WithTokenAccess(&clustersv1alpha1.TokenConfig{Permissions: opts.Permissions.Rules, RoleRefs: opts.Permissions.RoleRefs}).
@@ -63,5 +76,6 @@ func NewOrderer(platform client.Client, opts Options) *access.Requester {
 		NotGrantedReason: v1alpha1.ReasonWorkloadNotGranted,
 		GrantTimeout:     opts.GrantTimeout,
 		Tune:             opts.Tune,
+		Adopt:            opts.Adopt,
 	})
 }

@@ -61,6 +61,10 @@ type Options struct {
 	// Secret replaced without its AccessRequest changing. Default 10 minutes; negative
 	// takes the full pass on every Ensure.
 	Recheck time.Duration
+	// Adopt gives existing requests of the same controller and registration the
+	// labels this Requester adds beyond the library's, before the library looks at
+	// them (adopt.go): set while taking over a provider from opencontrolplane-runtime.
+	Adopt bool
 	// DeniedRetry is how long a denied request stands before it is withdrawn and
 	// ordered again, doubling with each denial in a row up to an hour. A platform's
 	// denial is final for that request, but its reason (quota, policy, capacity) often
@@ -240,6 +244,11 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 			return nil, err
 		}
 		return nil, r.orderingFailed(key, err)
+	}
+	if r.opts.Adopt {
+		if err := r.adopt(ctx, key, reg, namespace); err != nil {
+			return nil, r.orderingFailed(key, err)
+		}
 	}
 	res, err := r.lib.Reconcile(lctx, key.Request, key.Identity)
 	if err != nil {

@@ -33,8 +33,19 @@ import (
 type Options[T provider.Object] struct {
 	// NewObject returns an empty Service object.
 	NewObject func() T
-	// Finalizer is `<service group>/finalizer`.
+	// Finalizer is `<service group>/finalizer`, or what a migration declared.
 	Finalizer string
+	// WrittenReason, when set, is the Ready reason written on the object for the
+	// engine's reason (a migration's old vocabulary, see package migration). The
+	// engine works with its own reasons throughout; only the status write and the
+	// comparison of what is stored use the written ones.
+	WrittenReason func(string) string
+	// Hold, when set, is asked before each reconcile whether to wait (and why): while
+	// a provider's old binary may still run during its replacement (package handover),
+	// nothing is read or written beyond the object, and it is looked at again after
+	// HoldRetry.
+	Hold      func(context.Context) (bool, string)
+	HoldRetry time.Duration
 	// ProviderConfig loads the ProviderConfig.
 	ProviderConfig *providerconfig.Loader
 	// Reconciler is the provider.
@@ -127,6 +138,12 @@ func (e *Engine[T]) Reconcile(ctx context.Context, req mcreconcile.Request) (rec
 
 // reconcile is one reconcile; it tells o what it read, for metrics and events.
 func (e *Engine[T]) reconcile(ctx context.Context, req mcreconcile.Request, o *observation[T]) (reconcile.Result, error) {
+	if e.opts.Hold != nil {
+		if held, why := e.opts.Hold(ctx); held {
+			log.FromContext(ctx).V(1).Info("holding the reconcile", "why", why)
+			return reconcile.Result{RequeueAfter: e.opts.HoldRetry}, nil
+		}
+	}
 	cl, ok := e.clusters.Get(string(req.ClusterName))
 	if !ok {
 		// The workspace unbound or disappeared after the request was queued; its
@@ -167,7 +184,7 @@ func (e *Engine[T]) reconcile(ctx context.Context, req mcreconcile.Request, o *o
 	}
 
 	w := &writer[T]{client: cl.GetClient(), obj: obj, read: obj.DeepCopyObject().(T), identity: t.Identity.String(),
-		written: e.written, readVersion: obj.GetResourceVersion()}
+		written: e.written, readVersion: obj.GetResourceVersion(), reason: e.opts.WrittenReason}
 
 	pc, pcErr := e.opts.ProviderConfig.Load(ctx)
 	o.loaded(pc, pcErr)

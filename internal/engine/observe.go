@@ -134,7 +134,9 @@ func (e *Engine[T]) end(ctx context.Context, o *observation[T], err error) {
 	if released {
 		defer e.reported.forget(uid)
 	}
-	if afterReason == "" || afterReason == beforeReason || !e.reported.first(uid, afterReason) {
+	// The stored reason is in its written form (Options.WrittenReason): a transition
+	// is a change of what the tenant reads.
+	if afterReason == "" || e.writtenReason(afterReason) == e.writtenReason(beforeReason) || !e.reported.first(uid, afterReason) {
 		return
 	}
 	if afterReason == v1alpha1.ReasonNotSingleton {
@@ -228,6 +230,14 @@ func resultOf(err error, released bool, st *v1alpha1.ServiceStatus) string {
 	default:
 		return metrics.ResultWaiting
 	}
+}
+
+// writtenReason is the Ready reason as written on objects.
+func (e *Engine[T]) writtenReason(r string) string {
+	if e.opts.WrittenReason == nil {
+		return r
+	}
+	return e.opts.WrittenReason(r)
 }
 
 func reasonOf(c *metav1.Condition) string {

@@ -10,12 +10,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 )
 
@@ -46,6 +48,8 @@ type writer[T provider.Object] struct {
 	// it was not.
 	labels map[string]string
 	called bool
+	// reason, when set, is the Ready reason written for the engine's (Options.WrittenReason).
+	reason func(string) string
 }
 
 // providerCalled notes the labels the provider is handed, so that finish writes the
@@ -96,6 +100,7 @@ func (w *writer[T]) writeStatus(ctx context.Context) error {
 	// Set here, not when the reconcile starts: a patch of the object on the way (the
 	// finalizer) replaces the status in memory with the server's.
 	st.Identity = w.identity
+	defer w.writeReason()()
 	bare, err := statusOf(w.obj, true)
 	if err != nil {
 		return err
@@ -131,6 +136,26 @@ func (w *writer[T]) writeStatus(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", errWritingStatus, perr)
 	}
 	return w.written.record(w.obj, over)
+}
+
+// writeReason puts the written form of the Ready reason on the object for the status
+// write and returns what puts the engine's own back (on the server's answer, too), so
+// that what the engine observes after the write (events, metrics) is in its own terms.
+func (w *writer[T]) writeReason() (restore func()) {
+	if w.reason == nil {
+		return func() {}
+	}
+	c := meta.FindStatusCondition(w.obj.GetServiceStatus().Conditions, v1alpha1.ConditionReady)
+	if c == nil {
+		return func() {}
+	}
+	own, written := c.Reason, w.reason(c.Reason)
+	c.Reason = written
+	return func() {
+		if c := meta.FindStatusCondition(w.obj.GetServiceStatus().Conditions, v1alpha1.ConditionReady); c != nil && c.Reason == written {
+			c.Reason = own
+		}
+	}
 }
 
 // labelPatch is a merge patch of the labels the provider added, changed or removed;

@@ -35,9 +35,12 @@ import (
 
 // Options configure a Supervisor.
 type Options struct {
-	// Name is the provider's name: the name of its ProviderConfig and the provider
-	// label of kcp mode's metrics.
+	// Name is the provider's name: the provider label of kcp mode's metrics, and the
+	// name of its ProviderConfig unless ProviderConfigName says otherwise.
 	Name string
+	// ProviderConfigName names the ProviderConfig when it is not Name (a provider
+	// that kept its old binary's name for it, see package migration).
+	ProviderConfigName string
 	// Scheme knows the ProviderConfig type and kcp's APIs.
 	Scheme *runtime.Scheme
 	// NewProviderConfig returns an empty ProviderConfig of the provider's type.
@@ -202,7 +205,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	// Watch only our ProviderConfig, and (secretWatch) only the Secret it names.
 	pc := s.opts.NewProviderConfig()
 	c, err := cache.New(s.opts.PlatformConfig, cache.Options{Scheme: s.opts.Scheme, ByObject: map[client.Object]cache.ByObject{
-		pc: {Field: fields.OneTermEqualSelector("metadata.name", s.opts.Name)},
+		pc: {Field: fields.OneTermEqualSelector("metadata.name", s.providerConfigName())},
 	}})
 	if err != nil {
 		return fmt.Errorf("kcp supervisor cache: %w", err)
@@ -394,6 +397,13 @@ func kcpOf(pc provider.ProviderConfig) *v1alpha1.KCP {
 	return nil
 }
 
+func (s *Supervisor) providerConfigName() string {
+	if s.opts.ProviderConfigName != "" {
+		return s.opts.ProviderConfigName
+	}
+	return s.opts.Name
+}
+
 // secretOf is the kubeconfig Secret pc's spec.kcp names, if any.
 func secretOf(pc provider.ProviderConfig) *client.ObjectKey {
 	k := kcpOf(pc)
@@ -408,7 +418,7 @@ func secretOf(pc provider.ProviderConfig) *client.ObjectKey {
 // read; with a ProviderConfig, a spec.kcp that cannot be used.
 func (s *Supervisor) desired(ctx context.Context) (provider.ProviderConfig, *kcpSettings, error) {
 	pc := s.opts.NewProviderConfig()
-	if err := s.opts.Platform.Get(ctx, client.ObjectKey{Name: s.opts.Name}, pc); err != nil {
+	if err := s.opts.Platform.Get(ctx, client.ObjectKey{Name: s.providerConfigName()}, pc); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil, nil
 		}
