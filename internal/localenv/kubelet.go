@@ -26,6 +26,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -84,11 +85,16 @@ type KubeletOptions struct {
 // failures are exceeded. Status is the job controller's: startTime, active,
 // succeeded/failed counts, and on success completionTime with SuccessCriteriaMet and
 // Complete, on failure FailureTarget and Failed (reason BackoffLimitExceeded).
-// Deployments: spec.replicas pods, restarted when they exit; a new pod template
-// replaces every pod (Recreate, not a rolling update); status carries
-// observedGeneration, replicas, updated, ready and available replicas (a pod without
-// probes is ready once its process runs) and the Available and Progressing
-// conditions. Deleting the object stops its pods.
+// Deployments: spec.replicas pods, restarted when they exit. A new pod template
+// replaces the pods by spec.strategy, as the deployment controller does: Recreate
+// stops every old pod, then starts the new ones; RollingUpdate (the API's default)
+// starts new pods while at most replicas+maxSurge run, and stops old ones as new ones
+// become ready while at least replicas-maxUnavailable are ready (defaults 25 % each,
+// surge rounded up, unavailable down, 1 unavailable if both come to 0). Status carries
+// observedGeneration, replicas (every pod, old ones included), updatedReplicas (of the
+// current template), ready and available replicas (a pod without probes is ready once
+// its process runs) and the Available and Progressing conditions. Deleting the object
+// stops all its pods at once.
 type Kubelet struct {
 	env   *Env
 	opts  KubeletOptions
@@ -227,9 +233,11 @@ func (k *Kubelet) Running() []string {
 		}
 	}
 	for key, r := range k.deployRuns {
-		for _, p := range r.pods {
-			if p.ready.Load() {
-				out = append(out, key.Namespace+"/"+p.name)
+		for _, pods := range [][]*alwaysPod{r.old, r.pods} {
+			for _, p := range pods {
+				if p.ready.Load() {
+					out = append(out, key.Namespace+"/"+p.name)
+				}
 			}
 		}
 	}
@@ -462,18 +470,28 @@ func (k *Kubelet) updateJobStatus(ctx context.Context, job *batchv1.Job, mutate 
 
 // --- Deployments ---
 
-// deployRun is one Deployment (by UID and pod template) being run.
+// deployRun is one Deployment (by UID) being run: the pods of its current template
+// and, during a rollout, those of earlier templates still running.
 type deployRun struct {
 	uid      types.UID
 	template *corev1.PodTemplateSpec
-	hash     string
-	pods     []*alwaysPod
+	// hash names the current template's pods, as a ReplicaSet's pod-template-hash.
+	hash string
+	// rolledOut says the current template once had every replica ready; the
+	// Progressing condition then no longer says the rollout goes on.
+	rolledOut bool
+	// pods are of the current template, old of earlier ones; both change under
+	// Kubelet.mu, which Running reads them under.
+	pods []*alwaysPod
+	old  []*alwaysPod
 }
 
 // stop stops every pod; the run is not used afterwards.
 func (r *deployRun) stop() {
-	for _, p := range r.pods {
-		p.stop()
+	for _, pods := range [][]*alwaysPod{r.old, r.pods} {
+		for _, p := range pods {
+			p.stop()
+		}
 	}
 }
 
@@ -486,35 +504,192 @@ func (k *Kubelet) syncDeployment(ctx context.Context, key kubeletKey) error {
 	run := k.deployRuns[key.NamespacedName]
 	k.mu.Unlock()
 	// Only this worker changes key's run: the queue hands a key to one worker at a
-	// time. The lock guards the map for Running and stopAll.
-	replace := run != nil && (d == nil || run.uid != d.UID || !equality.Semantic.DeepEqual(run.template, &d.Spec.Template))
-	if replace {
-		k.log.Printf("%s: gone or new pod template, stopping its pods", key)
+	// time. The lock guards the map and the pod lists for Running and stopAll.
+	if run != nil && (d == nil || run.uid != d.UID) {
+		// Deleted, or deleted and re-created: no strategy applies to pods whose
+		// Deployment is gone, they all stop.
+		k.log.Printf("%s: gone, stopping its pods", key)
 		run.stop()
-		k.mu.Lock()
-		delete(k.deployRuns, key.NamespacedName)
-		k.mu.Unlock()
+		k.forgetDeployRun(key)
 		run = nil
 	}
 	if d == nil {
 		return nil
 	}
-	if run == nil {
-		if err := checkPodSpec(&d.Spec.Template.Spec, k.opts.Images); err != nil {
+	surge, unavailable, err := rolloutBudget(d)
+	if err != nil {
+		k.refuse(key, err)
+		return nil
+	}
+	recreate := d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType
+	if run == nil || !equality.Semantic.DeepEqual(run.template, &d.Spec.Template) {
+		if err := checkDeploymentPodSpec(&d.Spec.Template.Spec, k.opts.Images); err != nil {
+			// A real pod of this template would never become ready: under Recreate
+			// nothing runs any more, under RollingUpdate the old pods keep running.
+			if run != nil && recreate {
+				k.log.Printf("%s: new pod template refused, stopping its pods", key)
+				run.stop()
+				k.forgetDeployRun(key)
+			}
 			k.refuse(key, err)
 			return nil
 		}
-		if rp := d.Spec.Template.Spec.RestartPolicy; rp != "" && rp != corev1.RestartPolicyAlways {
-			k.refuse(key, fmt.Errorf("restartPolicy %q: a Deployment's pods restart Always", rp))
-			return nil
+		if run == nil {
+			run = &deployRun{uid: d.UID}
+			k.mu.Lock()
+			k.deployRuns[key.NamespacedName] = run
+			k.mu.Unlock()
+		} else {
+			k.log.Printf("%s: new pod template, replacing %d pods (%s)", key, len(run.old)+len(run.pods), strategyName(d))
 		}
-		run = &deployRun{uid: d.UID, template: d.Spec.Template.DeepCopy(), hash: randomSuffix()}
 		k.mu.Lock()
-		k.deployRuns[key.NamespacedName] = run
+		run.old, run.pods = append(run.old, run.pods...), nil
 		k.mu.Unlock()
+		run.template, run.hash, run.rolledOut = d.Spec.Template.DeepCopy(), randomSuffix(), false
 	}
 	want := int(ptr.Deref(d.Spec.Replicas, 1))
-	for len(run.pods) < want {
+	if recreate {
+		// Every old pod has stopped before a new one starts.
+		k.stopDeployPods(key, run, slices.Clone(run.old))
+		k.scaleDeployPods(ctx, key, d, run, want)
+	} else if k.rollStep(ctx, key, d, run, want, surge, unavailable) {
+		// The deployment controller takes one step per sync and writes the status in
+		// between, so that old and new pods are seen side by side; the next step is due
+		// at once, not only when a pod's readiness changes.
+		k.queue.Add(key)
+	}
+	k.mu.Lock()
+	c := deployCounts{
+		replicas: int32(len(run.old) + len(run.pods)), updated: int32(len(run.pods)),
+		ready:          int32(countReady(run.old) + countReady(run.pods)),
+		maxUnavailable: int32(unavailable),
+	}
+	k.mu.Unlock()
+	c.complete = c.replicas == int32(want) && c.updated == int32(want) && c.ready == int32(want)
+	run.rolledOut = run.rolledOut || c.complete
+	c.rollingOut = !run.rolledOut
+	return k.updateDeploymentStatus(ctx, d, c)
+}
+
+// checkDeploymentPodSpec refuses what checkPodSpec does, and a restartPolicy other
+// than a Deployment's.
+func checkDeploymentPodSpec(spec *corev1.PodSpec, images map[string]string) error {
+	if err := checkPodSpec(spec, images); err != nil {
+		return err
+	}
+	if rp := spec.RestartPolicy; rp != "" && rp != corev1.RestartPolicyAlways {
+		return fmt.Errorf("restartPolicy %q: a Deployment's pods restart Always", rp)
+	}
+	return nil
+}
+
+func (k *Kubelet) forgetDeployRun(key kubeletKey) {
+	k.mu.Lock()
+	delete(k.deployRuns, key.NamespacedName)
+	k.mu.Unlock()
+}
+
+func strategyName(d *appsv1.Deployment) string {
+	if d.Spec.Strategy.Type == "" {
+		return string(appsv1.RollingUpdateDeploymentStrategyType)
+	}
+	return string(d.Spec.Strategy.Type)
+}
+
+// rolloutBudget resolves a RollingUpdate's maxSurge and maxUnavailable against
+// spec.replicas as the deployment controller does (ResolveFenceposts): percentages
+// of surge round up, of unavailable down, so that one replica surges by one and never
+// goes unavailable; if both come to 0 one pod may be unavailable, or the rollout could
+// not move. Unset values are the API's defaults, 25 % each. Recreate has neither.
+func rolloutBudget(d *appsv1.Deployment) (surge, unavailable int, err error) {
+	switch d.Spec.Strategy.Type {
+	case appsv1.RecreateDeploymentStrategyType:
+		return 0, 0, nil
+	case "", appsv1.RollingUpdateDeploymentStrategyType:
+	default:
+		return 0, 0, fmt.Errorf("strategy %q: only Recreate and RollingUpdate are supported", d.Spec.Strategy.Type)
+	}
+	maxSurge, maxUnavailable := intstr.FromString("25%"), intstr.FromString("25%")
+	if ru := d.Spec.Strategy.RollingUpdate; ru != nil {
+		if ru.MaxSurge != nil {
+			maxSurge = *ru.MaxSurge
+		}
+		if ru.MaxUnavailable != nil {
+			maxUnavailable = *ru.MaxUnavailable
+		}
+	}
+	replicas := int(ptr.Deref(d.Spec.Replicas, 1))
+	if surge, err = intstr.GetScaledValueFromIntOrPercent(&maxSurge, replicas, true); err != nil {
+		return 0, 0, fmt.Errorf("strategy maxSurge: %w", err)
+	}
+	if unavailable, err = intstr.GetScaledValueFromIntOrPercent(&maxUnavailable, replicas, false); err != nil {
+		return 0, 0, fmt.Errorf("strategy maxUnavailable: %w", err)
+	}
+	if surge == 0 && unavailable == 0 {
+		unavailable = 1
+	}
+	return surge, unavailable, nil
+}
+
+// rollStep takes one step of a RollingUpdate, the deployment controller's
+// (rolloutRolling): scale the current template to want pods while at most
+// want+surge run in all; else stop old pods while at least want-unavailable stay
+// ready, not-ready old ones first (they cost no availability) and without counting
+// on new pods that are not ready yet. It says whether it changed anything.
+func (k *Kubelet) rollStep(ctx context.Context, key kubeletKey, d *appsv1.Deployment, run *deployRun, want, surge, unavailable int) bool {
+	if len(run.pods) > want {
+		k.scaleDeployPods(ctx, key, d, run, want)
+		return true
+	}
+	if n := min(want+surge-len(run.old)-len(run.pods), want-len(run.pods)); n > 0 {
+		k.scaleDeployPods(ctx, key, d, run, len(run.pods)+n)
+		return true
+	}
+	if len(run.old) == 0 {
+		return false
+	}
+	// One look at readiness, so that the budget and the choice agree.
+	k.mu.Lock()
+	old := slices.Clone(run.old)
+	newReady := countReady(run.pods)
+	k.mu.Unlock()
+	oldReady := make([]bool, len(old))
+	for i, p := range old {
+		oldReady[i] = p.ready.Load()
+	}
+	// The controller's maxScaledDown: all pods, less those that must stay available,
+	// less the new ones not ready yet (they may never be).
+	minAvailable := want - unavailable
+	budget := len(old) + len(run.pods) - minAvailable - (len(run.pods) - newReady)
+	if budget <= 0 {
+		return false
+	}
+	var stop []*alwaysPod
+	for i, p := range old {
+		if !oldReady[i] && len(stop) < budget {
+			stop = append(stop, p)
+		}
+	}
+	spare := newReady - minAvailable
+	for _, r := range oldReady {
+		if r {
+			spare++
+		}
+	}
+	// Oldest first, as the controller scales down the oldest ReplicaSets first.
+	for i, p := range old {
+		if oldReady[i] && spare > 0 {
+			stop = append(stop, p)
+			spare--
+		}
+	}
+	k.stopDeployPods(key, run, stop)
+	return len(stop) > 0
+}
+
+// scaleDeployPods starts or stops pods of run's current template until n run.
+func (k *Kubelet) scaleDeployPods(ctx context.Context, key kubeletKey, d *appsv1.Deployment, run *deployRun, n int) {
+	for len(run.pods) < n {
 		p := &alwaysPod{
 			k: k, namespace: d.Namespace, spec: &run.template.Spec,
 			name:     d.Name + "-" + run.hash + "-" + randomSuffix(),
@@ -526,25 +701,54 @@ func (k *Kubelet) syncDeployment(ctx context.Context, key kubeletKey) error {
 		k.mu.Unlock()
 		go p.run(context.WithoutCancel(ctx))
 	}
-	for len(run.pods) > want {
-		p := run.pods[len(run.pods)-1]
-		p.stop()
-		k.mu.Lock()
-		run.pods = run.pods[:len(run.pods)-1]
-		k.mu.Unlock()
+	if len(run.pods) > n {
+		k.stopDeployPods(key, run, slices.Clone(run.pods[n:]))
 	}
-	ready := 0
-	for _, p := range run.pods {
+}
+
+// stopDeployPods stops pods of run, old or current, and forgets them; pods must not
+// alias run's lists, which it edits.
+func (k *Kubelet) stopDeployPods(key kubeletKey, run *deployRun, pods []*alwaysPod) {
+	if len(pods) == 0 {
+		return
+	}
+	for _, p := range pods {
+		k.log.Printf("%s: stopping pod %s", key, p.name)
+		p.stop()
+	}
+	stopped := func(p *alwaysPod) bool { return slices.Contains(pods, p) }
+	k.mu.Lock()
+	run.old, run.pods = slices.DeleteFunc(run.old, stopped), slices.DeleteFunc(run.pods, stopped)
+	k.mu.Unlock()
+}
+
+// countReady counts the ready pods; the caller holds Kubelet.mu if pods may change.
+func countReady(pods []*alwaysPod) int {
+	n := 0
+	for _, p := range pods {
 		if p.ready.Load() {
-			ready++
+			n++
 		}
 	}
-	return k.updateDeploymentStatus(ctx, d, int32(len(run.pods)), int32(ready))
+	return n
+}
+
+// deployCounts is what a Deployment's status reports of its pods.
+type deployCounts struct {
+	// replicas run, old templates' included; updated are of the current template.
+	replicas, updated, ready int32
+	// maxUnavailable is the rollout's budget (0 under Recreate): Available needs
+	// spec.replicas-maxUnavailable ready pods, as the controller judges it, so that a
+	// rolling update keeps it true.
+	maxUnavailable int32
+	// complete: every pod is of the current template and ready, spec.replicas of
+	// them. rollingOut: the current template has not been complete yet.
+	complete, rollingOut bool
 }
 
 // updateDeploymentStatus writes what the deployment controller would, from the pods
 // running now.
-func (k *Kubelet) updateDeploymentStatus(ctx context.Context, d *appsv1.Deployment, replicas, ready int32) error {
+func (k *Kubelet) updateDeploymentStatus(ctx context.Context, d *appsv1.Deployment, c deployCounts) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := k.cs.AppsV1().Deployments(d.Namespace).Get(ctx, d.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -559,15 +763,22 @@ func (k *Kubelet) updateDeploymentStatus(ctx context.Context, d *appsv1.Deployme
 		want := ptr.Deref(cur.Spec.Replicas, 1)
 		s := cur.Status.DeepCopy()
 		s.ObservedGeneration = d.Generation
-		s.Replicas, s.UpdatedReplicas, s.ReadyReplicas, s.AvailableReplicas = replicas, replicas, ready, ready
-		s.UnavailableReplicas = max(want-ready, 0)
+		s.Replicas, s.UpdatedReplicas, s.ReadyReplicas, s.AvailableReplicas = c.replicas, c.updated, c.ready, c.ready
+		s.UnavailableReplicas = max(c.replicas-c.ready, 0)
 		available := corev1.ConditionFalse
 		reason, msg := "MinimumReplicasUnavailable", "Deployment does not have minimum availability."
-		if ready >= want {
+		if c.ready >= want-c.maxUnavailable {
 			available, reason, msg = corev1.ConditionTrue, "MinimumReplicasAvailable", "Deployment has minimum availability."
 		}
 		setDeploymentCondition(s, appsv1.DeploymentAvailable, available, reason, msg)
-		setDeploymentCondition(s, appsv1.DeploymentProgressing, corev1.ConditionTrue, "NewReplicaSetAvailable", "The pods of the current template run.")
+		switch {
+		case c.complete:
+			setDeploymentCondition(s, appsv1.DeploymentProgressing, corev1.ConditionTrue, "NewReplicaSetAvailable", "The pods of the current template run.")
+		case c.rollingOut:
+			setDeploymentCondition(s, appsv1.DeploymentProgressing, corev1.ConditionTrue, "ReplicaSetUpdated", "The pods of the current template are being rolled out.")
+		}
+		// Otherwise the template was rolled out and a pod has exited since: the
+		// controller leaves Progressing as it was while nothing progresses.
 		if equality.Semantic.DeepEqual(s, &cur.Status) {
 			return nil
 		}
