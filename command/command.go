@@ -32,9 +32,14 @@ func Main(p Provider, extra ...*Command) {
 }
 
 // Commands are the commands of a provider binary: init and run, as the
-// openmcp-operator calls them, kcp-manifests and platform-rbac.
+// openmcp-operator calls them, kcp-manifests and platform-rbac, and rollback-cleanup
+// for a provider that declares a migration.
 func Commands(p Provider) []*Command {
-	return []*Command{InitCommand(p), RunCommand(p), KCPManifestsCommand(p), PlatformRBACCommand(p)}
+	cmds := []*Command{InitCommand(p), RunCommand(p), KCPManifestsCommand(p), PlatformRBACCommand(p)}
+	if p.Migration != nil {
+		cmds = append(cmds, RollbackCleanupCommand(p))
+	}
+	return cmds
 }
 
 // Execute runs the subcommand named by args[0] and returns the exit code: 0 on success
@@ -45,7 +50,7 @@ func Execute(prog string, args []string, stdout, stderr io.Writer, commands ...*
 		fmt.Fprintf(w, "Usage: %s <command> [flags]\n\n", prog)
 		fmt.Fprintf(w, "An openMCP service provider on the kcp-aware runtime.\n\nCommands:\n")
 		for _, c := range commands {
-			fmt.Fprintf(w, "  %-14s %s\n", c.Name, c.Short)
+			fmt.Fprintf(w, "  %-16s %s\n", c.Name, c.Short)
 		}
 		fmt.Fprintf(w, "\nRun '%s <command> --help' for a command's flags.\n%s", prog, envHelp)
 	}

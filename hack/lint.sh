@@ -7,8 +7,9 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 lint=$("$repo/hack/tools.sh" golangci-lint)
 status=0
-# The root module, then each nested module that holds code (the benchmark's own module).
-for mod in . test/bench; do
+# The root module, then each nested module that holds code (the benchmark's, and the
+# migration suite's, which link opencontrolplane-runtime).
+for mod in . test/bench test/e2e-migration; do
   echo "lint: $mod" >&2
   (cd "$repo/$mod" && "$lint" run --config "$repo/.golangci.yml" "$@" ./...) || status=1
 done

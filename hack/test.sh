@@ -43,6 +43,9 @@ trap 'rm -f "$out"' EXIT
 status=0
 # shellcheck disable=SC2086 # rest is one package per word
 go test -p 2 -timeout 45m -count=1 "$@" "${slow[@]}" $rest 2>&1 | tee "$out" || status=$?
+# The migration suite is a module of its own (it links opencontrolplane-runtime, which
+# the product module must not); it runs after the others, alone on the two cores.
+(cd test/e2e-migration && go test -count=1 -timeout 20m "$@" ./...) 2>&1 | tee -a "$out" || status=$?
 if [ "$status" -ne 0 ]; then
   echo "test: failed (go test exit $status):" >&2
   grep -E '^[[:space:]]*--- FAIL|^FAIL[[:space:]]|^panic: ' "$out" >&2 || true
