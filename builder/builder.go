@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
@@ -29,6 +30,7 @@ type Builder[T provider.Object] struct {
 	workerPerms    *workload.Permissions
 	platformRules  []rbacv1.PolicyRule
 	kcp            apiexport.Provisionable
+	references     []engine.Reference[T]
 	errs           []error
 }
 
@@ -105,6 +107,23 @@ func (b *Builder[T]) PlatformPermissions(rules ...rbacv1.PolicyRule) *Builder[T]
 	return b
 }
 
+// WatchReferences declares the Secrets or ConfigMaps (kind) on the platform cluster that
+// the ProviderConfig or Service objects name, such as a bucket's credentials: uses
+// returns the names in namespace (empty: the provider's own namespace,
+// Options.Namespace) that obj uses, through pc or its own spec (pc is nil while the
+// ProviderConfig cannot be loaded). A change to one of them reconciles exactly the
+// objects that use it: every object, for a name the ProviderConfig holds. Only that
+// namespace is watched. This is opencontrolplane-runtime's SecretWatcher and
+// ConfigMapWatcher (docs/migrating-from-opencontrolplane-runtime.md).
+func (b *Builder[T]) WatchReferences(kind client.Object, namespace string, uses func(pc provider.ProviderConfig, obj T) []string) *Builder[T] {
+	if kind == nil || uses == nil {
+		b.errs = append(b.errs, errors.New("WatchReferences: kind and uses are required"))
+		return b
+	}
+	b.references = append(b.references, engine.Reference[T]{Kind: kind, Namespace: namespace, Uses: uses})
+	return b
+}
+
 // Complete validates the declarations and returns the Runtime.
 func (b *Builder[T]) Complete(r provider.Reconciler[T]) (*Runtime[T], error) {
 	errs := b.errs
@@ -147,7 +166,7 @@ func (b *Builder[T]) Complete(r provider.Reconciler[T]) (*Runtime[T], error) {
 		name: b.name, scheme: b.scheme, gvk: gvk, listGVK: listGVK,
 		object: b.object, providerConfig: b.providerConfig,
 		workload: b.workload, workloadPerms: b.workloadPerms, mcpPerms: b.mcpPerms, workerPerms: b.workerPerms,
-		platformRules: b.platformRules, kcp: b.kcp, reconciler: r,
+		platformRules: b.platformRules, kcp: b.kcp, reconciler: r, references: b.references,
 	}}, nil
 }
 
@@ -169,6 +188,9 @@ type declarations[T provider.Object] struct {
 	platformRules []rbacv1.PolicyRule
 	kcp           apiexport.Provisionable
 	reconciler    provider.Reconciler[T]
+	// references are the platform objects the ProviderConfig or objects name
+	// (WatchReferences); an empty namespace is Options.Namespace.
+	references []engine.Reference[T]
 }
 
 func (d *declarations[T]) newObject() T {

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -276,9 +278,36 @@ func (r *Runtime[T]) Start(ctx context.Context, opts Options) error {
 	return first
 }
 
+// references are the declared references, their namespaces filled in.
+func (r *Runtime[T]) references(opts Options) []engine.Reference[T] {
+	out := slices.Clone(r.decl.references)
+	for i := range out {
+		if out[i].Namespace == "" {
+			out[i].Namespace = opts.Namespace
+		}
+	}
+	return out
+}
+
 // platformManagerOptions are the options of a mode's manager, whose local cluster is
 // the platform cluster.
 func (r *Runtime[T]) platformManagerOptions(opts Options, mode string) manager.Options {
+	// A referenced kind is watched in its namespaces only: the cache would otherwise
+	// hold every Secret of the platform cluster.
+	var byObject map[client.Object]cache.ByObject
+	kinds := map[reflect.Type]client.Object{}
+	for _, ref := range r.references(opts) {
+		if byObject == nil {
+			byObject = map[client.Object]cache.ByObject{}
+		}
+		key, ok := kinds[reflect.TypeOf(ref.Kind)]
+		if !ok {
+			key = ref.Kind
+			kinds[reflect.TypeOf(ref.Kind)] = key
+			byObject[key] = cache.ByObject{Namespaces: map[string]cache.Config{}}
+		}
+		byObject[key].Namespaces[ref.Namespace] = cache.Config{}
+	}
 	return manager.Options{
 		Scheme:                  r.decl.scheme,
 		LeaderElection:          opts.LeaderElection,
@@ -300,7 +329,7 @@ func (r *Runtime[T]) platformManagerOptions(opts Options, mode string) manager.O
 		}},
 		// Nothing the runtime or the clusteraccess library does reads managed fields;
 		// dropping them from cached objects saves their memory in every replica.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: byObject},
 	}
 }
 
@@ -395,6 +424,7 @@ func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, tenancy engine.Tenancy
 			Reader: platform, Name: opts.Migration.ProviderConfig(r.decl.name), New: r.decl.newProviderConfig,
 		},
 		Reconciler:  r.decl.reconciler,
+		References:  r.references(opts),
 		Tenancy:     tenancy,
 		Provider:    r.decl.name,
 		EventSource: eventSource(r.decl.name),

@@ -56,6 +56,12 @@ type Result struct {
 	InProgress bool
 	// Message explains InProgress to the tenant; it becomes the Ready condition's message.
 	Message string
+	// Reason, with InProgress, is the Ready condition's reason instead of Progressing
+	// (or Deleting): the provider's word for what it waits for, such as
+	// UserResourcesExist for a deletion the tenant's own objects hold up (what
+	// opencontrolplane-runtime's StatusTerminatingWithReason wrote). It must be a
+	// condition reason (CamelCase, letters first); anything else is ignored.
+	Reason string
 	// RequeueAfter asks to be called again after this duration. Zero means the
 	// ProviderConfig's poll interval (or a short default while InProgress).
 	RequeueAfter time.Duration

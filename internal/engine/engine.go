@@ -46,6 +46,10 @@ type Options[T provider.Object] struct {
 	// HoldRetry.
 	Hold      func(context.Context) (bool, string)
 	HoldRetry time.Duration
+	// References are the platform cluster's objects (Secrets, ConfigMaps) the
+	// ProviderConfig or the Service objects name: a change to one reconciles the
+	// objects that use it (references.go).
+	References []Reference[T]
 	// ProviderConfig loads the ProviderConfig.
 	ProviderConfig *providerconfig.Loader
 	// Reconciler is the provider.
@@ -226,7 +230,7 @@ func (e *Engine[T]) createOrUpdate(ctx context.Context, t Target[T], w *writer[T
 		if msg == "" {
 			msg = "installation in progress"
 		}
-		setReady(st, obj.GetGeneration(), metav1.ConditionFalse, v1alpha1.ReasonProgressing, msg, v1alpha1.PhaseProgressing)
+		setReady(st, obj.GetGeneration(), metav1.ConditionFalse, reasonOr(res.Reason, v1alpha1.ReasonProgressing), msg, v1alpha1.PhaseProgressing)
 		return reconcile.Result{RequeueAfter: orDefault(res.RequeueAfter, e.opts.ProgressInterval)}, nil
 	}
 	msg := res.Message
@@ -286,7 +290,7 @@ func (e *Engine[T]) delete(ctx context.Context, t Target[T], w *writer[T], pc pr
 	}
 	if res.InProgress {
 		if res.Message != "" {
-			setReady(st, obj.GetGeneration(), metav1.ConditionFalse, v1alpha1.ReasonDeleting, res.Message, v1alpha1.PhaseTerminating)
+			setReady(st, obj.GetGeneration(), metav1.ConditionFalse, reasonOr(res.Reason, v1alpha1.ReasonDeleting), res.Message, v1alpha1.PhaseTerminating)
 		}
 		return reconcile.Result{RequeueAfter: orDefault(res.RequeueAfter, e.opts.ProgressInterval)}, nil
 	}

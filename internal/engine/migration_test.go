@@ -11,11 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/migration"
+	"github.com/openmcp-project/kcp-serviceprovider/provider"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
 
 // veleroLike is a Service type as velero's, flux's and metrics-operator's are on
@@ -108,5 +111,48 @@ func TestOldStatusShapeAndReasons(t *testing.T) {
 	reconcileOnce()
 	if writes != 0 {
 		t.Errorf("%d status writes of an unchanged object, want 0: the written reason must compare equal to the stored one", writes)
+	}
+}
+
+// waitingProvider waits in both methods, in its own words.
+type waitingProvider struct{ reason string }
+
+func (p waitingProvider) CreateOrUpdate(context.Context, *widget.Widget) (provider.Result, error) {
+	return provider.Result{InProgress: true, Reason: p.reason, Message: "the bucket is being created"}, nil
+}
+
+func (p waitingProvider) Delete(context.Context, *widget.Widget) (provider.Result, error) {
+	return provider.Result{InProgress: true, Reason: "UserResourcesExist", Message: "3 backups of the tenant remain"}, nil
+}
+
+// TestProviderReason: a provider that waits names the reason the tenant reads, as
+// opencontrolplane-runtime's StatusTerminatingWithReason let it (UserResourcesExist
+// for a deletion the tenant's objects hold up); a reason the API server would refuse
+// falls back to the runtime's own.
+func TestProviderReason(t *testing.T) {
+	for _, c := range []struct{ reason, want string }{
+		{"WaitingForBucket", "WaitingForBucket"},
+		{"not a reason", v1alpha1.ReasonProgressing},
+		{"", v1alpha1.ReasonProgressing},
+	} {
+		obj := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "default", UID: "u1", Finalizers: []string{testFinalizer}}}
+		s := newLaggingServer(t, obj, waitingProvider{reason: c.reason})
+		opts := testOptions(t, waitingProvider{reason: c.reason})
+		opts.LiveReader = func(c ctrlcluster.Cluster) (client.Reader, error) { return c.GetAPIReader(), nil }
+		s.engine = New(opts, widgetClusters(s.server))
+		s.reconcile(t)
+		got := s.read(t)
+		if r := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady); r == nil || r.Reason != c.want || got.Status.Phase != v1alpha1.PhaseProgressing {
+			t.Errorf("provider reason %q: Ready %+v, phase %s; want reason %s, Progressing", c.reason, r, got.Status.Phase, c.want)
+		}
+		if err := s.server.Delete(context.Background(), got); err != nil {
+			t.Fatal(err)
+		}
+		s.reconcile(t)
+		got = s.read(t)
+		if r := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady); r == nil || r.Reason != "UserResourcesExist" ||
+			r.Message != "3 backups of the tenant remain" || got.Status.Phase != v1alpha1.PhaseTerminating {
+			t.Errorf("blocked deletion: Ready %+v, phase %s; want UserResourcesExist with the provider's message, Terminating", r, got.Status.Phase)
+		}
 	}
 }

@@ -283,7 +283,7 @@ func (e *Engine[T]) source() metrics.EngineSource {
 		Engaged:  e.clusters.Len,
 		Objects: func(ctx context.Context) []metrics.ObjectState {
 			var out []metrics.ObjectState
-			e.clusters.each(ctx, func(o client.Object) {
+			e.clusters.each(ctx, func(_ string, o client.Object) {
 				po, ok := o.(provider.Object)
 				if !ok {
 					return
@@ -305,25 +305,24 @@ func (e *Engine[T]) source() metrics.EngineSource {
 
 // each calls fn for every object of the engine's type in the engaged clusters, read
 // from their caches.
-func (s *clusterSet) each(ctx context.Context, fn func(client.Object)) {
+func (s *clusterSet) each(ctx context.Context, fn func(cluster string, o client.Object)) {
 	s.mu.RLock()
-	var lists []func() (client.ObjectList, error)
-	for _, cl := range s.clusters {
-		cl := cl
-		lists = append(lists, func() (client.ObjectList, error) {
+	lists := map[string]func() (client.ObjectList, error){}
+	for name, cl := range s.clusters {
+		lists[name] = func() (client.ObjectList, error) {
 			l := s.newList()
 			return l, cl.GetCache().List(ctx, l)
-		})
+		}
 	}
 	s.mu.RUnlock()
-	for _, list := range lists {
+	for name, list := range lists {
 		l, err := list()
 		if err != nil {
 			continue
 		}
 		_ = meta.EachListItem(l, func(o runtime.Object) error {
 			if co, ok := o.(client.Object); ok {
-				fn(co)
+				fn(name, co)
 			}
 			return nil
 		})

@@ -107,6 +107,9 @@ func Register[T provider.Object](mgr mcmanager.Manager, opts Options[T], s Setup
 	for _, src := range s.Sources {
 		b = b.WatchesRawSource(src(set))
 	}
+	for _, ref := range opts.References {
+		b = b.WatchesRawSource(e.referenceSource(mgr, ref))
+	}
 	if err := b.Complete(e); err != nil {
 		return nil, err
 	}

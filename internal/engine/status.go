@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"regexp"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -93,4 +94,15 @@ func withoutTransitionTimes(st *v1alpha1.ServiceStatus) *v1alpha1.ServiceStatus 
 		c.Conditions[i].LastTransitionTime = metav1.Time{}
 	}
 	return c
+}
+
+// conditionReason is what the API server accepts as a condition's reason.
+var conditionReason = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`)
+
+// reasonOr is the provider's reason when it is one the API server accepts, else def.
+func reasonOr(provided, def string) string {
+	if len(provided) <= 1024 && conditionReason.MatchString(provided) {
+		return provided
+	}
+	return def
 }
