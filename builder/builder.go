@@ -31,6 +31,7 @@ type Builder[T provider.Object] struct {
 	platformRules  []rbacv1.PolicyRule
 	kcp            apiexport.Provisionable
 	references     []engine.Reference[T]
+	additional     []additionalCluster
 	errs           []error
 }
 
@@ -107,6 +108,31 @@ func (b *Builder[T]) PlatformPermissions(rules ...rbacv1.PolicyRule) *Builder[T]
 	return b
 }
 
+// AdditionalCluster declares a further cluster each tenant needs beyond the end-user
+// and workload clusters (opencontrolplane-runtime's custom registrations): a
+// ClusterRequest of purpose and an AccessRequest with token access perms, ordered
+// under the registration id (their names end in --<id>). The provider reaches it with
+// cluster.AdditionalFromCtx(ctx, id); it is ordered after the workload cluster and
+// released after the provider's Delete, before the workload cluster.
+func (b *Builder[T]) AdditionalCluster(id, purpose string, perms workload.Permissions) *Builder[T] {
+	switch {
+	case id == "" || purpose == "":
+		b.errs = append(b.errs, errors.New("AdditionalCluster: id and purpose are required"))
+	case slices.Contains([]string{"mcp", "mcp-worker", workload.RegistrationID}, id):
+		b.errs = append(b.errs, fmt.Errorf("AdditionalCluster: id %q is the runtime's own", id))
+	case slices.ContainsFunc(b.additional, func(a additionalCluster) bool { return a.id == id }):
+		b.errs = append(b.errs, fmt.Errorf("AdditionalCluster: id %q declared twice", id))
+	}
+	b.additional = append(b.additional, additionalCluster{id: id, purpose: purpose, perms: perms})
+	return b
+}
+
+// additionalCluster is one AdditionalCluster declaration.
+type additionalCluster struct {
+	id, purpose string
+	perms       workload.Permissions
+}
+
 // WatchReferences declares the Secrets or ConfigMaps (kind) on the platform cluster that
 // the ProviderConfig or Service objects name, such as a bucket's credentials: uses
 // returns the names in namespace (empty: the provider's own namespace,
@@ -166,7 +192,7 @@ func (b *Builder[T]) Complete(r provider.Reconciler[T]) (*Runtime[T], error) {
 		name: b.name, scheme: b.scheme, gvk: gvk, listGVK: listGVK,
 		object: b.object, providerConfig: b.providerConfig,
 		workload: b.workload, workloadPerms: b.workloadPerms, mcpPerms: b.mcpPerms, workerPerms: b.workerPerms,
-		platformRules: b.platformRules, kcp: b.kcp, reconciler: r, references: b.references,
+		platformRules: b.platformRules, kcp: b.kcp, reconciler: r, references: b.references, additional: b.additional,
 	}}, nil
 }
 
@@ -191,6 +217,8 @@ type declarations[T provider.Object] struct {
 	// references are the platform objects the ProviderConfig or objects name
 	// (WatchReferences); an empty namespace is Options.Namespace.
 	references []engine.Reference[T]
+	// additional are the further clusters (AdditionalCluster).
+	additional []additionalCluster
 }
 
 func (d *declarations[T]) newObject() T {

@@ -35,6 +35,7 @@ func (r *Runtime[T]) takeOver(mgr mcmanager.Manager, eopts *engine.Options[T], o
 			ID: wl.ID, Suffix: wl.Suffix, Adopt: true,
 		})
 	}
+	eopts.Additional = r.additionalOrderers(mgr.GetLocalManager().GetClient(), onboarding.Labels, opts, m.RequestController(r.decl.name), true)
 	direct, err := client.New(mgr.GetLocalManager().GetConfig(), client.Options{Scheme: r.decl.scheme})
 	if err != nil {
 		return fmt.Errorf("migration: platform client: %w", err)

@@ -447,7 +447,26 @@ func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, tenancy engine.Tenancy
 			Labels: labels, RetryInterval: opts.RetryInterval, GrantTimeout: opts.GrantTimeout, Tune: opts.tune,
 		})
 	}
+	eopts.Additional = r.additionalOrderers(platform, labels, opts, r.decl.name, false)
 	return eopts, nil
+}
+
+// additionalOrderers order the further clusters the provider declared, under the
+// requests' controller name; nil when it declared none.
+func (r *Runtime[T]) additionalOrderers(platform client.Client, labels func(reconcile.Request) map[string]string, opts Options,
+	controller string, adopt bool) map[string]engine.WorkloadAccess {
+	var out map[string]engine.WorkloadAccess
+	for _, a := range r.decl.additional {
+		if out == nil {
+			out = map[string]engine.WorkloadAccess{}
+		}
+		out[a.id] = workload.NewOrderer(platform, workload.Options{
+			ControllerName: controller, Permissions: a.perms, Scheme: r.decl.scheme,
+			Labels: labels, RetryInterval: opts.RetryInterval, GrantTimeout: opts.GrantTimeout, Tune: opts.tune,
+			Purpose: a.purpose, ID: a.id, Suffix: a.id, Adopt: adopt,
+		})
+	}
+	return out
 }
 
 // processSource reports the process's leadership and kcp state at every scrape.

@@ -119,6 +119,9 @@ type Tenant struct {
 	Worker *Access
 	// Workload is the workload cluster, nil when not requested or not yet granted.
 	Workload *Access
+	// Additional are the further clusters the provider declared
+	// (builder.Builder.AdditionalCluster), by registration ID.
+	Additional map[string]*Access
 	// ProviderConfig is the provider's loaded ProviderConfig.
 	ProviderConfig any
 	// Platform reads the platform cluster, past every cache, with the runtime's rights
@@ -218,6 +221,14 @@ func kubeconfigOf(a *Access) []byte {
 func mcp(t *Tenant) *Access      { return t.MCP }
 func worker(t *Tenant) *Access   { return t.Worker }
 func workload(t *Tenant) *Access { return t.Workload }
+
+// AdditionalFromCtx is the access to a further cluster the provider declared with
+// builder.Builder.AdditionalCluster under id (its Client, Config, Kubeconfig and
+// Secret); nil when none was declared under id, and in Delete when it was never
+// granted.
+func AdditionalFromCtx(ctx context.Context, id string) *Access {
+	return access(ctx, func(t *Tenant) *Access { return t.Additional[id] })
+}
 
 // MCPFromCtx is a client for the end-user cluster.
 func MCPFromCtx(ctx context.Context) client.Client {

@@ -42,6 +42,9 @@ type Options struct {
 	GrantTimeout time.Duration
 	// Tune adjusts the workload client's REST config.
 	Tune func(*rest.Config)
+	// Purpose of the ClusterRequest; empty: workload. A further cluster a provider
+	// declares (builder.Builder.AdditionalCluster) is ordered with its own.
+	Purpose string
 	// ID and Suffix name the registration and end its requests' names; empty:
 	// RegistrationID and "wl". A provider taking over from opencontrolplane-runtime
 	// keeps its old ones (package migration).
@@ -59,8 +62,12 @@ func NewOrderer(platform client.Client, opts Options) *access.Requester {
 	if suffix == "" {
 		suffix = "wl"
 	}
+	purpose := opts.Purpose
+	if purpose == "" {
+		purpose = clustersv1alpha1.PURPOSE_WORKLOAD
+	}
 	reg := advanced.NewClusterRequest(id, suffix,
-		advanced.StaticClusterRequestSpecGenerator(&clustersv1alpha1.ClusterRequestSpec{Purpose: clustersv1alpha1.PURPOSE_WORKLOAD})).
+		advanced.StaticClusterRequestSpecGenerator(&clustersv1alpha1.ClusterRequestSpec{Purpose: purpose})).
 		WithNamespaceGenerator(access.NamespaceFromIdentity).
 		WithTokenAccess(&clustersv1alpha1.TokenConfig{Permissions: opts.Permissions.Rules, RoleRefs: opts.Permissions.RoleRefs}).
 		WithScheme(opts.Scheme).

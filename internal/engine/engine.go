@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
@@ -58,6 +60,9 @@ type Options[T provider.Object] struct {
 	Tenancy Tenancy[T]
 	// Workload orders workload clusters; nil when the provider runs no workers there.
 	Workload WorkloadAccess
+	// Additional order the further clusters the provider declared, by registration
+	// ID: ordered after the workload cluster, released before it.
+	Additional map[string]WorkloadAccess
 	// PlatformReader reads the platform cluster for the provider (cluster.PlatformFromCtx).
 	PlatformReader client.Reader
 	// ProviderNamespace is the provider's own namespace on the platform cluster.
@@ -283,6 +288,18 @@ func (e *Engine[T]) delete(ctx context.Context, t Target[T], w *writer[T], pc pr
 		}
 		tenant.Workload = wl
 	}
+	for id, a := range e.opts.Additional {
+		acc, err := a.Lookup(ctx, t.Key)
+		if err != nil {
+			return e.waitingOrError(st, obj.GetGeneration(), err)
+		}
+		if acc != nil {
+			if tenant.Additional == nil {
+				tenant.Additional = map[string]*cluster.Access{}
+			}
+			tenant.Additional[id] = acc
+		}
+	}
 	tenant.Deletion = &cluster.Deletion{EndUser: reachOf(tenant.MCP != nil, true), Workload: reachOf(tenant.Workload != nil, e.opts.Workload != nil)}
 	res, err := e.callWith(ctx, w, tenant, "Delete", e.opts.Reconciler.Delete)
 	if err != nil {
@@ -293,6 +310,16 @@ func (e *Engine[T]) delete(ctx context.Context, t Target[T], w *writer[T], pc pr
 			setReady(st, obj.GetGeneration(), metav1.ConditionFalse, reasonOr(res.Reason, v1alpha1.ReasonDeleting), res.Message, v1alpha1.PhaseTerminating)
 		}
 		return reconcile.Result{RequeueAfter: orDefault(res.RequeueAfter, e.opts.ProgressInterval)}, nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(e.opts.Additional)) {
+		done, err := e.opts.Additional[id].Release(ctx, t.Key)
+		if err != nil {
+			return reconcile.Result{}, fmt.Errorf("releasing the %s cluster: %w", id, err)
+		}
+		if !done {
+			setReady(st, obj.GetGeneration(), metav1.ConditionFalse, v1alpha1.ReasonDeleting, "releasing the "+id+" cluster", v1alpha1.PhaseTerminating)
+			return reconcile.Result{RequeueAfter: e.opts.ProgressInterval}, nil
+		}
 	}
 	if e.opts.Workload != nil {
 		done, err := e.opts.Workload.Release(ctx, t.Key)
@@ -380,6 +407,16 @@ func (e *Engine[T]) resolve(ctx context.Context, t Target[T], pc provider.Provid
 			return nil, err
 		}
 		tenant.Workload = wl
+	}
+	for _, id := range slices.Sorted(maps.Keys(e.opts.Additional)) {
+		a, err := e.opts.Additional[id].Ensure(ctx, t.Key)
+		if err != nil {
+			return nil, err
+		}
+		if tenant.Additional == nil {
+			tenant.Additional = map[string]*cluster.Access{}
+		}
+		tenant.Additional[id] = a
 	}
 	if err := e.secrets.publish(ctx, t.Identity.TenantNamespace(), tenant); err != nil {
 		return nil, err
