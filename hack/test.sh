@@ -44,8 +44,19 @@ status=0
 # shellcheck disable=SC2086 # rest is one package per word
 go test -p 2 -timeout 45m -count=1 "$@" "${slow[@]}" $rest 2>&1 | tee "$out" || status=$?
 # The migration suite is a module of its own (it links opencontrolplane-runtime, which
-# the product module must not); it runs after the others, alone on the two cores.
-(cd test/e2e-migration && go test -count=1 -timeout 20m "$@" ./...) 2>&1 | tee -a "$out" || status=$?
+# the product module must not); it runs after the others, alone on the two cores. Its
+# counts (requests and UIDs, workers, leftovers after the rollback) are printed; its
+# servers' logs only when it fails.
+mig=$(mktemp)
+trap 'rm -f "$out" "$mig"' EXIT
+mstatus=0
+(cd test/e2e-migration && go test -count=1 -timeout 20m -v "$@" ./...) >"$mig" 2>&1 || mstatus=$?
+if [ "$mstatus" -ne 0 ]; then
+  tee -a "$out" <"$mig"
+  status=$mstatus
+else
+  grep -E '^[[:space:]]+migration_test\.go:[0-9]+:|^(--- |ok[[:space:]])' "$mig" || true
+fi
 if [ "$status" -ne 0 ]; then
   echo "test: failed (go test exit $status):" >&2
   grep -E '^[[:space:]]*--- FAIL|^FAIL[[:space:]]|^panic: ' "$out" >&2 || true
