@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/openmcp-project/kcp-serviceprovider/apichange"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 )
 
@@ -31,9 +32,15 @@ const initOnboardingName = "onboarding-init"
 
 type initOptions struct {
 	commonOptions
-	timeout time.Duration
-	mode    string
+	timeout        time.Duration
+	mode           string
+	allowDowngrade bool
 }
+
+// refusedError is a CRD change the pre-flight check refused: retrying cannot help.
+type refusedError struct{ error }
+
+func (e *refusedError) Unwrap() error { return e.error }
 
 // InitCommand installs the provider's CRDs and registers its Service API.
 func InitCommand(p Provider) *Command {
@@ -56,6 +63,7 @@ PlatformService has no status.resources.`,
 			// The init Job fails after this and is retried (backoffLimit 4): the wait must
 			// fit a real platform's grant, which takes minutes.
 			fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long to wait for the onboarding access and for the CRDs to be served")
+			fs.BoolVar(&o.allowDowngrade, "allow-api-downgrade", false, "replace CRDs that carry a newer API release than this binary's (a deliberate rollback of the API)")
 			fs.StringVar(&o.mode, "mode", os.Getenv(builder.DeploymentModeEnv), "deployment mode: "+builder.DeploymentModeStandard+
 				" or "+builder.DeploymentModePlatformService+" (every CRD on the platform cluster); default from $"+builder.DeploymentModeEnv)
 			return o.run
@@ -106,7 +114,7 @@ func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
 	if platformService {
 		// One cluster serves everything; the image is the same.
 		for _, c := range d.crds {
-			if err := installCRD(ctx, platform, c); err != nil {
+			if err := installCRD(ctx, platform, c, o.allowDowngrade); err != nil {
 				return fmt.Errorf("installing CRD %s on the platform cluster: %w", c.Name, err)
 			}
 			log.Info("CRD installed", "crd", c.Name, "cluster", clustersv1alpha1.PURPOSE_PLATFORM)
@@ -147,7 +155,7 @@ func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
 		if !ok {
 			return fmt.Errorf("CRD %s: label %s=%q names no cluster init knows", c.Name, ClusterLabel, purpose)
 		}
-		if err := installCRD(ctx, target, c); err != nil {
+		if err := installCRD(ctx, target, c, o.allowDowngrade); err != nil {
 			return fmt.Errorf("installing CRD %s on the %s cluster: %w", c.Name, purpose, err)
 		}
 		log.Info("CRD installed", "crd", c.Name, "cluster", purpose)
@@ -162,8 +170,11 @@ func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
 }
 
 // installCRD creates want or updates the installed CRD to it, and waits until it is
-// established.
-func installCRD(ctx context.Context, c client.Client, want *apiextensionsv1.CustomResourceDefinition) error {
+// established. A change the pre-flight check refuses (package apichange: a breaking
+// change within a served version, a version removed with objects stored in it, a new
+// version that needs a conversion the CRD lacks, an older API release) leaves the
+// installed CRD as it is and fails init with the reason.
+func installCRD(ctx context.Context, c client.Client, want *apiextensionsv1.CustomResourceDefinition, allowDowngrade bool) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		have := &apiextensionsv1.CustomResourceDefinition{}
 		err := c.Get(ctx, client.ObjectKeyFromObject(want), have)
@@ -172,6 +183,12 @@ func installCRD(ctx context.Context, c client.Client, want *apiextensionsv1.Cust
 		}
 		if err != nil {
 			return err
+		}
+		if err := apichange.CheckRelease(have, want, allowDowngrade); err != nil {
+			return &refusedError{err}
+		}
+		if err := apichange.Compare(have, want).Err(); err != nil {
+			return &refusedError{fmt.Errorf("refusing the change of CRD %s, which stays as it is: %w", want.Name, err)}
 		}
 		have.Spec = want.Spec
 		if have.Labels == nil {

@@ -12,8 +12,10 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/yaml"
 
+	"github.com/openmcp-project/kcp-serviceprovider/apichange"
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/migration"
@@ -44,6 +46,11 @@ type Provider struct {
 	// kcp is the kcp surface derived from CRDs and ExportName: handing it to the
 	// builder's KCP keeps what run provisions equal to what kcp-manifests prints.
 	NewRuntime func(name string, kcp apiexport.Provisionable) (Runner, error)
+	// APIRelease, when set, is the release of the provider's API this binary brings
+	// (a semantic version, e.g. v1.4.0): init records it on every CRD it installs and
+	// refuses to replace a CRD that carries a newer one, so an older binary (a rollback,
+	// an old init Job retried) never moves the API back.
+	APIRelease string
 	// Migration, when set, is what the provider's previous binary, built on
 	// opencontrolplane-runtime, named: the runtime keeps those names and takes its
 	// tenants over in place when the ServiceProvider's image is swapped (package
@@ -120,6 +127,17 @@ func (p Provider) describe() (*described, error) {
 	crds, err := ReadCRDs(p.CRDs)
 	if err != nil {
 		return nil, fmt.Errorf("provider %s: %w", p.Name, err)
+	}
+	if p.APIRelease != "" {
+		if _, err := version.ParseSemantic(p.APIRelease); err != nil {
+			return nil, fmt.Errorf("provider %s: APIRelease %q: %w", p.Name, p.APIRelease, err)
+		}
+		for _, c := range crds {
+			if c.Annotations == nil {
+				c.Annotations = map[string]string{}
+			}
+			c.Annotations[apichange.ReleaseAnnotation] = p.APIRelease
+		}
 	}
 	d := &described{Provider: p, crds: crds}
 	for _, c := range crds {
