@@ -23,7 +23,7 @@ func crdVersion(name string, storage bool, spec map[string]apiextensionsv1.JSONS
 }
 
 var base = map[string]apiextensionsv1.JSONSchemaProps{
-	"schedule": {Type: "string"},
+	"schedule":  {Type: "string"},
 	"retention": {Type: "integer", Minimum: ptr(1.0)},
 	"mode":      {Type: "string", Enum: []apiextensionsv1.JSON{{Raw: []byte(`"full"`)}, {Raw: []byte(`"incremental"`)}}},
 }
@@ -62,14 +62,18 @@ func TestCompare(t *testing.T) {
 		{name: "first install", served: nil, want: crd(v1), kinds: map[string]Kind{"v1alpha1": Added}},
 		{name: "same schema", served: crd(v1), want: crd(v1), kinds: map[string]Kind{"v1alpha1": Unchanged}},
 		{name: "a new optional field", served: crd(v1),
-			want:  crd(crdVersion("v1alpha1", true, with(base, func(m map[string]apiextensionsv1.JSONSchemaProps) { m["bucket"] = apiextensionsv1.JSONSchemaProps{Type: "string"} }))),
+			want: crd(crdVersion("v1alpha1", true, with(base, func(m map[string]apiextensionsv1.JSONSchemaProps) {
+				m["bucket"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+			}))),
 			kinds: map[string]Kind{"v1alpha1": Compatible}},
 		{name: "a field removed", served: crd(v1),
 			want:    crd(crdVersion("v1alpha1", true, with(base, func(m map[string]apiextensionsv1.JSONSchemaProps) { delete(m, "schedule") }))),
 			kinds:   map[string]Kind{"v1alpha1": Breaking},
 			refused: `spec lost property "schedule"`},
 		{name: "a type changed", served: crd(v1),
-			want:    crd(crdVersion("v1alpha1", true, with(base, func(m map[string]apiextensionsv1.JSONSchemaProps) { m["retention"] = apiextensionsv1.JSONSchemaProps{Type: "string"} }))),
+			want: crd(crdVersion("v1alpha1", true, with(base, func(m map[string]apiextensionsv1.JSONSchemaProps) {
+				m["retention"] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+			}))),
 			kinds:   map[string]Kind{"v1alpha1": Breaking},
 			refused: "spec.retention changed type"},
 		{name: "a field made required", served: crd(v1), want: crd(crdVersion("v1alpha1", true, base, "schedule")),
@@ -92,7 +96,7 @@ func TestCompare(t *testing.T) {
 		{name: "a version removed after the migration", served: stored(crd(crdVersion("v1alpha1", false, base), crdVersion("v1beta1", true, base)), "v1beta1"),
 			want: crd(crdVersion("v1beta1", true, base)), kinds: map[string]Kind{"v1alpha1": Removed}},
 		{name: "a version no longer served", served: stored(crd(crdVersion("v1alpha1", false, base), crdVersion("v1beta1", true, base)), "v1alpha1", "v1beta1"),
-			want: crd(apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1alpha1", Schema: v1.Schema}, crdVersion("v1beta1", true, base)),
+			want:  crd(apiextensionsv1.CustomResourceDefinitionVersion{Name: "v1alpha1", Schema: v1.Schema}, crdVersion("v1beta1", true, base)),
 			kinds: map[string]Kind{"v1alpha1": Removed}, refused: "objects may still be stored in it"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
