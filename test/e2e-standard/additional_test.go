@@ -62,15 +62,7 @@ func (p backupTarget) Delete(ctx context.Context, w *widget.Widget) (provider.Re
 // and deletion releases its requests.
 func TestAdditionalCluster(t *testing.T) {
 	ctx := t.Context()
-	harness.LogToTest(t)
-	widgetCRD, configCRD, err := widget.CRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := harness.StartStandard(ctx, t, harness.StandardOptions{
-		ConfigCRD: configCRD, ServiceCRD: widgetCRD, Scheme: scheme(t),
-		TenantNamespace: tenantNamespace, ControlPlanes: []string{"alpha"},
-	})
+	p := startWidgets(ctx, t, "alpha")
 	ob, wl, pf := p.Onboarding.Client, p.Workload.Client, p.Platform.Platform.Client
 	if err := pf.Create(ctx, &widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: providerName}, Spec: widget.WidgetConfigSpec{Greeting: "hello"}}); err != nil {
 		t.Fatal(err)

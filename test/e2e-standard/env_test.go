@@ -94,3 +94,18 @@ func wantReason(ctx context.Context, t *testing.T, c client.Client, key client.O
 	})
 	return msg
 }
+
+// startWidgets starts the standard-mode platform with the widget CRDs and the
+// ControlPlanes named, logging to the test.
+func startWidgets(ctx context.Context, t *testing.T, controlPlanes ...string) *harness.Standard {
+	t.Helper()
+	harness.LogToTest(t)
+	widgetCRD, configCRD, err := widget.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return harness.StartStandard(ctx, t, harness.StandardOptions{
+		ConfigCRD: configCRD, ServiceCRD: widgetCRD, Scheme: scheme(t),
+		TenantNamespace: tenantNamespace, ControlPlanes: controlPlanes,
+	})
+}

@@ -49,15 +49,7 @@ func (p *countingProvider) count(name string) int {
 // data), and only alpha for the Secret alpha's annotation names.
 func TestReferencedSecrets(t *testing.T) {
 	ctx := t.Context()
-	harness.LogToTest(t)
-	widgetCRD, configCRD, err := widget.CRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := harness.StartStandard(ctx, t, harness.StandardOptions{
-		ConfigCRD: configCRD, ServiceCRD: widgetCRD, Scheme: scheme(t),
-		TenantNamespace: tenantNamespace, ControlPlanes: []string{"alpha", "beta"},
-	})
+	p := startWidgets(ctx, t, "alpha", "beta")
 	ob, wl, pf := p.Onboarding.Client, p.Workload.Client, p.Platform.Platform.Client
 	const providerNS = "default"
 	secret := func(name, value string) {
