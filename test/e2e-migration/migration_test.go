@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	providerv1alpha1 "github.com/openmcp-project/openmcp-operator/api/provider/v1alpha1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,6 +44,9 @@ const (
 	newImage = "ghcr.io/example/backups:v2.0.0-kcp-serviceprovider"
 	// tenants are onboarded under the old binary; newcomers under the new one.
 	tenants, newcomers = 20, 2
+	replicas           = 2
+	// oldLease is where the old binary elects its leader (cmd/backups-ocr).
+	oldLease = "services.open-control-plane.io.backups"
 )
 
 // Names the old binary chose (cmd/backups-ocr) and this runtime's own.
@@ -96,12 +100,20 @@ func TestSwapFromOpenControlPlaneRuntimeAndBack(t *testing.T) {
 	ob := harness.NewClient(t, p.Onboarding.Config, scheme)
 	wl := harness.NewClient(t, p.Workload.Config, scheme)
 
+	// The old binary's lease lives in a namespace named like the pod's, on the
+	// onboarding cluster.
+	if err := ob.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: providerNS}}); err != nil {
+		t.Fatal(err)
+	}
 	// The old binary, as the platform runs it today; its runCommand carries flags of
 	// its kubebuilder main that the new binary must accept.
 	sp := &providerv1alpha1.ServiceProvider{ObjectMeta: metav1.ObjectMeta{Name: providerName}}
 	sp.Spec.Image, sp.Spec.Verbosity = oldImage, "INFO"
 	sp.Spec.RunCommand = []string{"run", "--health-probe-bind-address=0", "--enable-http2", "--webhook-cert-path=/tmp/k8s-webhook-server/serving-certs"}
 	sp.Spec.Metrics = &providerv1alpha1.MetricsConfiguration{Disabled: true}
+	// Two replicas: the operator passes --leader-elect=true, and the old binary elects
+	// on its lease on the onboarding cluster, which the new one takes over.
+	sp.Spec.RunReplicas = replicas
 	if err := pf.Create(ctx, sp); err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +128,8 @@ func TestSwapFromOpenControlPlaneRuntimeAndBack(t *testing.T) {
 		createBackup(ctx, t, ob, cps[i].Name, "daily")
 	}
 	waitServed(ctx, t, ob, wl, cps[:tenants], "daily", "old binary")
+	oldHolder := leaseHolder(ctx, t, ob)
+	t.Logf("the old binary's lease %s/%s on the onboarding cluster is held by %s", providerNS, oldLease, oldHolder)
 	before := platformState(ctx, t, pf)
 	workersBefore := workers(ctx, t, wl)
 	t.Logf("under the old binary: %d requests, %d tenant namespaces, %d workers", len(before.requests), len(before.namespaces), len(workersBefore))
@@ -148,6 +162,19 @@ func TestSwapFromOpenControlPlaneRuntimeAndBack(t *testing.T) {
 		}
 		return nil
 	})
+	// Only new pods run now: whoever renews the old lease from here on is one of them.
+	rolledOut := metav1.NewMicroTime(time.Now())
+	harness.Eventually(ctx, t, time.Minute, "a new replica renewing the old binary's lease", func(ctx context.Context) error {
+		l := &coordinationv1.Lease{}
+		if err := ob.Get(ctx, client.ObjectKey{Namespace: providerNS, Name: oldLease}, l); err != nil {
+			return err
+		}
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == oldHolder || l.Spec.RenewTime == nil || !rolledOut.Before(l.Spec.RenewTime) {
+			return fmt.Errorf("held by %v, renewed %v", l.Spec.HolderIdentity, l.Spec.RenewTime)
+		}
+		return nil
+	})
+	t.Logf("after the swap the old binary's lease is held and renewed by %s", leaseHolder(ctx, t, ob))
 	after := platformState(ctx, t, pf)
 	t.Logf("after the swap: %d requests (%d before), %d tenant namespaces (%d before), %d workers (%d before)",
 		len(after.requests), len(before.requests), len(after.namespaces), len(before.namespaces), len(workers(ctx, t, wl)), len(workersBefore))
@@ -262,8 +289,8 @@ func waitRolledOut(ctx context.Context, t *testing.T, pf client.Client, kubelet 
 		if ready := meta.FindStatusCondition(s.Conditions, "Ready"); s.Phase != "Ready" || ready == nil || ready.Status != metav1.ConditionTrue || s.ObservedGeneration != sp.Generation {
 			return fmt.Errorf("phase %q, conditions %+v, refused %v", s.Phase, s.Conditions, kubelet.Refused())
 		}
-		if running := kubelet.Running(); len(running) != 1 {
-			return fmt.Errorf("pods running: %v, want the run Deployment's one", running)
+		if running := kubelet.Running(); len(running) != replicas {
+			return fmt.Errorf("pods running: %v, want the run Deployment's %d", running, replicas)
 		}
 		return nil
 	})
@@ -478,4 +505,18 @@ func deleteAndWaitGone(ctx context.Context, t *testing.T, ob, pf, wl client.Clie
 		}
 		return nil
 	})
+}
+
+// leaseHolder is who holds the old binary's lease on the onboarding cluster; "" when
+// nobody does (or it does not exist yet).
+func leaseHolder(ctx context.Context, t *testing.T, ob client.Client) string {
+	t.Helper()
+	l := &coordinationv1.Lease{}
+	if err := ob.Get(ctx, client.ObjectKey{Namespace: providerNS, Name: oldLease}, l); err != nil {
+		return ""
+	}
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
 }

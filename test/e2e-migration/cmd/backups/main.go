@@ -29,6 +29,9 @@ var Migration = &migration.FromOCR{
 	ControllerName:     "Backups",
 	OnboardingRequests: []string{"backups.backups.e2e.openmcp.cloud--onboarding-init", "backups.backups.e2e.openmcp.cloud--onboarding-run"},
 	Reasons:            migration.OCRReasons,
+	// With more than one replica the operator passes --leader-elect=true, and the old
+	// binary elected on this lease on the onboarding cluster.
+	Lease: &migration.Lease{Cluster: migration.LeaseOnOnboarding, Namespace: "openmcp-system", Name: "services.open-control-plane.io.backups"},
 	Flags:              append(slices.Clone(migration.OCRFlags), migration.Flag{Name: "leader-election-id"}),
 }
 
