@@ -167,8 +167,8 @@ func run(ctx context.Context, providerName, metricsAddr, probeAddr string, leade
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,
-		LeaderElection:   leaderElect,
-		LeaderElectionID: "services.open-control-plane.io.backups",
+		LeaderElection:         leaderElect,
+		LeaderElectionID:       "services.open-control-plane.io.backups",
 		// The real mains leave the namespace to the in-cluster namespace file, which
 		// names the pod's namespace; the kubelet stand-in mounts no such file, so it is
 		// named here, with the same value.

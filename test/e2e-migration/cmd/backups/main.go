@@ -32,7 +32,7 @@ var Migration = &migration.FromOCR{
 	// With more than one replica the operator passes --leader-elect=true, and the old
 	// binary elected on this lease on the onboarding cluster.
 	Lease: &migration.Lease{Cluster: migration.LeaseOnOnboarding, Namespace: "openmcp-system", Name: "services.open-control-plane.io.backups"},
-	Flags:              append(slices.Clone(migration.OCRFlags), migration.Flag{Name: "leader-election-id"}),
+	Flags: append(slices.Clone(migration.OCRFlags), migration.Flag{Name: "leader-election-id"}),
 }
 
 func main() {
