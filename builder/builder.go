@@ -6,11 +6,13 @@ import (
 	"reflect"
 	"slices"
 
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
@@ -31,7 +33,7 @@ type Builder[T provider.Object] struct {
 	platformRules  []rbacv1.PolicyRule
 	kcp            apiexport.Provisionable
 	references     []engine.Reference[T]
-	additional     []additionalCluster
+	additional     []additionalCluster[T]
 	errs           []error
 }
 
@@ -110,27 +112,54 @@ func (b *Builder[T]) PlatformPermissions(rules ...rbacv1.PolicyRule) *Builder[T]
 
 // AdditionalCluster declares a further cluster each tenant needs beyond the end-user
 // and workload clusters (opencontrolplane-runtime's custom registrations): a
-// ClusterRequest of purpose and an AccessRequest with token access perms, ordered
-// under the registration id (their names end in --<id>). The provider reaches it with
+// ClusterRequest and an AccessRequest with token access, ordered under the
+// registration id (their names end in --<id>). The provider reaches it with
 // cluster.AdditionalFromCtx(ctx, id); it is ordered after the workload cluster and
 // released after the provider's Delete, before the workload cluster.
-func (b *Builder[T]) AdditionalCluster(id, purpose string, perms workload.Permissions) *Builder[T] {
+func (b *Builder[T]) AdditionalCluster(id string, c AdditionalCluster[T]) *Builder[T] {
 	switch {
-	case id == "" || purpose == "":
-		b.errs = append(b.errs, errors.New("AdditionalCluster: id and purpose are required"))
+	case id == "" || (c.Purpose == "" && c.Spec == nil):
+		b.errs = append(b.errs, errors.New("AdditionalCluster: an id and a Purpose or Spec are required"))
 	case slices.Contains([]string{"mcp", "mcp-worker", workload.RegistrationID}, id):
 		b.errs = append(b.errs, fmt.Errorf("AdditionalCluster: id %q is the runtime's own", id))
-	case slices.ContainsFunc(b.additional, func(a additionalCluster) bool { return a.id == id }):
+	case slices.ContainsFunc(b.additional, func(a additionalCluster[T]) bool { return a.id == id }):
 		b.errs = append(b.errs, fmt.Errorf("AdditionalCluster: id %q declared twice", id))
 	}
-	b.additional = append(b.additional, additionalCluster{id: id, purpose: purpose, perms: perms})
+	b.additional = append(b.additional, additionalCluster[T]{id: id, AdditionalCluster: c})
 	return b
 }
 
-// additionalCluster is one AdditionalCluster declaration.
-type additionalCluster struct {
-	id, purpose string
-	perms       workload.Permissions
+// AdditionalCluster is a further cluster's declaration.
+type AdditionalCluster[T provider.Object] struct {
+	// Purpose of the ClusterRequest, when Spec is not set.
+	Purpose string
+	// Spec, when set, derives the ClusterRequest's spec from the object and the
+	// ProviderConfig it is served with (what opencontrolplane-runtime's
+	// AdditionalDataGenerators fed a registration). It is asked when the request is
+	// created; pc is nil while a deletion cannot load the ProviderConfig.
+	Spec func(obj T, pc provider.ProviderConfig) (*clustersv1alpha1.ClusterRequestSpec, error)
+	// Permissions of the token access there.
+	Permissions workload.Permissions
+}
+
+type additionalCluster[T provider.Object] struct {
+	id string
+	AdditionalCluster[T]
+}
+
+// specGenerator is the library's generator of a further cluster's ClusterRequest spec.
+func (a additionalCluster[T]) specGenerator() func(reconcile.Request, ...any) (*clustersv1alpha1.ClusterRequestSpec, error) {
+	if a.Spec == nil {
+		return nil
+	}
+	return func(req reconcile.Request, data ...any) (*clustersv1alpha1.ClusterRequestSpec, error) {
+		for _, d := range data {
+			if od, ok := d.(engine.ObjectData[T]); ok {
+				return a.Spec(od.Object, od.ProviderConfig)
+			}
+		}
+		return nil, fmt.Errorf("cluster %s of %s: the object is unknown here", a.id, req)
+	}
 }
 
 // WatchReferences declares the Secrets or ConfigMaps (kind) on the platform cluster that
@@ -218,7 +247,7 @@ type declarations[T provider.Object] struct {
 	// (WatchReferences); an empty namespace is Options.Namespace.
 	references []engine.Reference[T]
 	// additional are the further clusters (AdditionalCluster).
-	additional []additionalCluster
+	additional []additionalCluster[T]
 }
 
 func (d *declarations[T]) newObject() T {

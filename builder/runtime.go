@@ -461,9 +461,9 @@ func (r *Runtime[T]) additionalOrderers(platform client.Client, labels func(reco
 			out = map[string]engine.WorkloadAccess{}
 		}
 		out[a.id] = workload.NewOrderer(platform, workload.Options{
-			ControllerName: controller, Permissions: a.perms, Scheme: r.decl.scheme,
+			ControllerName: controller, Permissions: a.Permissions, Scheme: r.decl.scheme,
 			Labels: labels, RetryInterval: opts.RetryInterval, GrantTimeout: opts.GrantTimeout, Tune: opts.tune,
-			Purpose: a.purpose, ID: a.id, Suffix: a.id, Adopt: adopt,
+			Purpose: a.Purpose, Spec: a.specGenerator(), ID: a.id, Suffix: a.id, Adopt: adopt,
 		})
 	}
 	return out

@@ -45,6 +45,9 @@ type Options struct {
 	// Purpose of the ClusterRequest; empty: workload. A further cluster a provider
 	// declares (builder.Builder.AdditionalCluster) is ordered with its own.
 	Purpose string
+	// Spec, when set, is the ClusterRequest's spec for a tenant instead of Purpose
+	// alone, from the data its access.Key carries (the library's generators).
+	Spec func(req reconcile.Request, data ...any) (*clustersv1alpha1.ClusterRequestSpec, error)
 	// ID and Suffix name the registration and end its requests' names; empty:
 	// RegistrationID and "wl". A provider taking over from opencontrolplane-runtime
 	// keeps its old ones (package migration).
@@ -66,8 +69,12 @@ func NewOrderer(platform client.Client, opts Options) *access.Requester {
 	if purpose == "" {
 		purpose = clustersv1alpha1.PURPOSE_WORKLOAD
 	}
+	spec := advanced.ClusterRequestSpecGenerator(advanced.StaticClusterRequestSpecGenerator(&clustersv1alpha1.ClusterRequestSpec{Purpose: purpose}))
+	if opts.Spec != nil {
+		spec = opts.Spec
+	}
 	reg := advanced.NewClusterRequest(id, suffix,
-		advanced.StaticClusterRequestSpecGenerator(&clustersv1alpha1.ClusterRequestSpec{Purpose: purpose})).
+		spec).
 		WithNamespaceGenerator(access.NamespaceFromIdentity).
 		WithTokenAccess(&clustersv1alpha1.TokenConfig{Permissions: opts.Permissions.Rules, RoleRefs: opts.Permissions.RoleRefs}).
 		WithScheme(opts.Scheme).

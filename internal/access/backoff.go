@@ -108,7 +108,7 @@ func (r *Requester) waitingRetry(key Key) time.Duration {
 func (r *Requester) requestUIDs(ctx context.Context, key Key) []types.UID {
 	var uids []types.UID
 	if r.opts.Registration.ClusterRequestAvailable() {
-		if cr, err := r.lib.ClusterRequest(ctx, key.Request, r.opts.Registration.ID(), key.Identity); err == nil && cr != nil {
+		if cr, err := r.lib.ClusterRequest(ctx, key.Request, r.opts.Registration.ID(), key.data()...); err == nil && cr != nil {
 			uids = append(uids, cr.UID)
 		}
 	}

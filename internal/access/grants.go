@@ -90,7 +90,7 @@ func (r *Requester) current(ctx context.Context, key Key) (*cluster.Access, erro
 		return nil, nil // the full pass reads and reports it
 	}
 	if r.opts.Registration.ClusterRequestAvailable() {
-		cr, err := r.lib.ClusterRequest(ctx, key.Request, r.opts.Registration.ID(), key.Identity)
+		cr, err := r.lib.ClusterRequest(ctx, key.Request, r.opts.Registration.ID(), key.data()...)
 		if err != nil || clusterGrant(cr) != g.cr {
 			return nil, nil
 		}
@@ -183,7 +183,7 @@ func (r *Requester) Lookup(ctx context.Context, key Key) (*cluster.Access, error
 
 // accessRequest reads the tenant's AccessRequest; nil when there is none.
 func (r *Requester) accessRequest(ctx context.Context, key Key) (*clustersv1alpha1.AccessRequest, error) {
-	ar, err := r.lib.AccessRequest(ctx, key.Request, r.opts.Registration.ID(), key.Identity)
+	ar, err := r.lib.AccessRequest(ctx, key.Request, r.opts.Registration.ID(), key.data()...)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}

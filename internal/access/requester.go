@@ -84,7 +84,14 @@ const DefaultGrantTimeout = 15 * time.Minute
 type Key struct {
 	Request  reconcile.Request
 	Identity cluster.Identity
+	// Data is further data for the registration's generators, after the identity (a
+	// further cluster's ClusterRequest spec derived from the object and the
+	// ProviderConfig); the tenant is the same whatever it holds.
+	Data []any
 }
+
+// data is what the library's generators get: the identity, then Data.
+func (k Key) data() []any { return append([]any{k.Identity}, k.Data...) }
 
 // Requester orders one kind of cluster access for many tenants.
 type Requester struct {
@@ -231,7 +238,7 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 	if a, err := r.current(lctx, key); a != nil || err != nil {
 		return a, err
 	}
-	reg := r.opts.Registration.Parameterize(key.Request, key.Identity)
+	reg := r.opts.Registration.Parameterize(key.Request, key.data()...)
 	namespace, err := reg.Namespace()
 	if err != nil {
 		return nil, fmt.Errorf("platform namespace of %s access: %w", reg.ID(), err)
@@ -250,14 +257,14 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 			return nil, r.orderingFailed(key, err)
 		}
 	}
-	res, err := r.lib.Reconcile(lctx, key.Request, key.Identity)
+	res, err := r.lib.Reconcile(lctx, key.Request, key.data()...)
 	if err != nil {
 		return nil, r.orderingFailed(key, err)
 	}
 	id := r.opts.Registration.ID()
 	var cr *clustersv1alpha1.ClusterRequest
 	if r.opts.Registration.ClusterRequestAvailable() {
-		cr, err = r.lib.ClusterRequest(lctx, key.Request, id, key.Identity)
+		cr, err = r.lib.ClusterRequest(lctx, key.Request, id, key.data()...)
 		if apierrors.IsNotFound(err) {
 			cr, err = nil, nil
 		}
@@ -334,7 +341,7 @@ func (r *Requester) state(key Key) *tenantState {
 func (r *Requester) Release(ctx context.Context, key Key) (bool, error) {
 	lctx := libContext(ctx)
 	ar, _ := r.accessRequest(lctx, key)
-	res, err := r.release.ReconcileDelete(lctx, key.Request, key.Identity)
+	res, err := r.release.ReconcileDelete(lctx, key.Request, key.data()...)
 	if err != nil {
 		return false, fmt.Errorf("releasing %s access: %w", r.opts.Registration.ID(), err)
 	}

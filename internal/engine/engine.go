@@ -61,7 +61,8 @@ type Options[T provider.Object] struct {
 	// Workload orders workload clusters; nil when the provider runs no workers there.
 	Workload WorkloadAccess
 	// Additional order the further clusters the provider declared, by registration
-	// ID: ordered after the workload cluster, released before it.
+	// ID: ordered after the workload cluster, released before it. Their keys carry an
+	// ObjectData for the registrations' generators.
 	Additional map[string]WorkloadAccess
 	// PlatformReader reads the platform cluster for the provider (cluster.PlatformFromCtx).
 	PlatformReader client.Reader
@@ -106,6 +107,19 @@ func DirectClient(cl ctrlcluster.Cluster, scheme *runtime.Scheme) (client.Client
 // directReader is the default LiveReader.
 func directReader(cl ctrlcluster.Cluster) (client.Reader, error) {
 	return DirectClient(cl, cl.GetScheme())
+}
+
+// ObjectData is the data a further cluster's registration is handed with the
+// tenant's identity: the object and the ProviderConfig it is served with (the
+// generators of opencontrolplane-runtime's AdditionalDataGenerators read them).
+type ObjectData[T provider.Object] struct {
+	Object         T
+	ProviderConfig provider.ProviderConfig
+}
+
+func withData[T provider.Object](key access.Key, obj T, pc provider.ProviderConfig) access.Key {
+	key.Data = []any{ObjectData[T]{Object: obj, ProviderConfig: pc}}
+	return key
 }
 
 // Engine reconciles Service objects of one type in one mode.
@@ -289,7 +303,7 @@ func (e *Engine[T]) delete(ctx context.Context, t Target[T], w *writer[T], pc pr
 		tenant.Workload = wl
 	}
 	for id, a := range e.opts.Additional {
-		acc, err := a.Lookup(ctx, t.Key)
+		acc, err := a.Lookup(ctx, withData(t.Key, obj, pc))
 		if err != nil {
 			return e.waitingOrError(st, obj.GetGeneration(), err)
 		}
@@ -312,7 +326,7 @@ func (e *Engine[T]) delete(ctx context.Context, t Target[T], w *writer[T], pc pr
 		return reconcile.Result{RequeueAfter: orDefault(res.RequeueAfter, e.opts.ProgressInterval)}, nil
 	}
 	for _, id := range slices.Sorted(maps.Keys(e.opts.Additional)) {
-		done, err := e.opts.Additional[id].Release(ctx, t.Key)
+		done, err := e.opts.Additional[id].Release(ctx, withData(t.Key, obj, pc))
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("releasing the %s cluster: %w", id, err)
 		}
@@ -409,7 +423,7 @@ func (e *Engine[T]) resolve(ctx context.Context, t Target[T], pc provider.Provid
 		tenant.Workload = wl
 	}
 	for _, id := range slices.Sorted(maps.Keys(e.opts.Additional)) {
-		a, err := e.opts.Additional[id].Ensure(ctx, t.Key)
+		a, err := e.opts.Additional[id].Ensure(ctx, withData(t.Key, t.Object, pc))
 		if err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
@@ -22,6 +23,9 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
+
+// keepClusterAnnotation asks, on a Widget, for a backup cluster that outlives its request.
+const keepClusterAnnotation = "e2e.widgets/keep-backup-cluster"
 
 // backupTarget is the widget provider with a further cluster, "backup", where it keeps
 // a ConfigMap per tenant.
@@ -68,8 +72,19 @@ func TestAdditionalCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt, err := widgetbuilder.New(providerName, scheme(t), widget.MCPPermissions).
-		AdditionalCluster("backup", clustersv1alpha1.PURPOSE_WORKLOAD, workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"namespaces", "configmaps"}, Verbs: []string{"get", "create", "delete"}}}}}}).
+		AdditionalCluster("backup", builder.AdditionalCluster[*widget.Widget]{
+			// The request's spec from the object and the ProviderConfig, as
+			// opencontrolplane-runtime's AdditionalDataGenerators fed a registration.
+			Spec: func(w *widget.Widget, pc provider.ProviderConfig) (*clustersv1alpha1.ClusterRequestSpec, error) {
+				if _, ok := pc.(*widget.WidgetConfig); !ok {
+					return nil, fmt.Errorf("no WidgetConfig")
+				}
+				return &clustersv1alpha1.ClusterRequestSpec{Purpose: clustersv1alpha1.PURPOSE_WORKLOAD,
+					WaitForClusterDeletion: ptr.To(w.Annotations[keepClusterAnnotation] == "true")}, nil
+			},
+			Permissions: workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"namespaces", "configmaps"}, Verbs: []string{"get", "create", "delete"}}}}}},
+		}).
 		Complete(backupTarget{})
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +93,8 @@ func TestAdditionalCluster(t *testing.T) {
 		return rt.Start(ctx, builder.Options{Platform: p.Platform.Platform.Config, Onboarding: p.Onboarding.Config, Namespace: "default", RetryInterval: time.Second})
 	})
 	key := client.ObjectKey{Namespace: tenantNamespace, Name: "alpha"}
-	if err := ob.Create(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}); err != nil {
+	if err := ob.Create(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+		Annotations: map[string]string{keepClusterAnnotation: "true"}}}); err != nil {
 		t.Fatal(err)
 	}
 	wantReady(ctx, t, ob, key)
@@ -91,6 +107,9 @@ func TestAdditionalCluster(t *testing.T) {
 			t.Errorf("%T of the backup registration: %v", obj, err)
 		} else if got := obj.GetLabels()["openmcp.cloud/managed-purpose"]; got != tenantNamespace+".alpha.backup" {
 			t.Errorf("%T managed-purpose %q, want %s.alpha.backup", obj, got, tenantNamespace)
+		}
+		if cr, ok := obj.(*clustersv1alpha1.ClusterRequest); ok && (cr.Spec.WaitForClusterDeletion == nil || !*cr.Spec.WaitForClusterDeletion) {
+			t.Errorf("ClusterRequest spec %+v, want waitForClusterDeletion from the widget's annotation", cr.Spec)
 		}
 	}
 
