@@ -101,3 +101,32 @@ func TestPlatformRulesAreWhatIsDeclared(t *testing.T) {
 		t.Errorf("Complete with a non-resource rule = %v, want a refusal", err)
 	}
 }
+
+// A further cluster needs an id of its own and a purpose or spec; the runtime's own
+// registrations and a second declaration of an id are refused at Complete.
+func TestAdditionalClusterDeclarations(t *testing.T) {
+	s := runtime.NewScheme()
+	if err := widget.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	declare := func(ids ...string) error {
+		b := builder.ServiceProvider[*widget.Widget]("widgets", s).For(&widget.Widget{}).WithProviderConfig(&widget.WidgetConfig{})
+		for _, id := range ids {
+			b = b.AdditionalCluster(id, builder.AdditionalCluster[*widget.Widget]{Purpose: "backup"})
+		}
+		_, err := b.Complete(widget.Provider{})
+		return err
+	}
+	if err := declare("backup", "archive"); err != nil {
+		t.Errorf("two further clusters: %v", err)
+	}
+	for _, bad := range [][]string{{"mcp"}, {"workload"}, {"backup", "backup"}, {""}} {
+		if err := declare(bad...); err == nil {
+			t.Errorf("further clusters %q accepted", bad)
+		}
+	}
+	if _, err := builder.ServiceProvider[*widget.Widget]("widgets", s).For(&widget.Widget{}).WithProviderConfig(&widget.WidgetConfig{}).
+		AdditionalCluster("backup", builder.AdditionalCluster[*widget.Widget]{}).Complete(widget.Provider{}); err == nil {
+		t.Error("a further cluster without purpose or spec accepted")
+	}
+}
