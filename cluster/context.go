@@ -1,3 +1,6 @@
+// One file, one idea: the Tenant on ctx and every accessor of it, side by side, so
+// that a provider author finds what the runtime hands over in one place.
+
 package cluster
 
 import (
