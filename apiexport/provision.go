@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmcp-project/kcp-serviceprovider/apichange"
 )
 
 // Options tune [Provision]. The zero value is usable.
@@ -110,7 +112,7 @@ func Provision(ctx context.Context, c client.Client, s Surface, opts Options) (*
 	}
 
 	claims := mergeClaims(RequiredPermissionClaims(), s.PermissionClaims)
-	if err := upsertExport(ctx, c, s.ExportName, resources, claims); err != nil {
+	if err := upsertExport(ctx, c, s.ExportName, resources, claims, s.CRDs); err != nil {
 		return nil, fmt.Errorf("provisioning APIExport %q: %w", s.ExportName, err)
 	}
 
@@ -147,7 +149,8 @@ func ensureSchema(ctx context.Context, c client.Client, crd *apiextensionsv1.Cus
 // upsertExport creates the export or merges resources and claims into it, writing only
 // when the merge changes something. A lost race (Conflict on update, AlreadyExists on
 // create) is retried from a fresh read.
-func upsertExport(ctx context.Context, c client.Client, name string, resources []apisv1alpha2.ResourceSchema, claims []apisv1alpha2.PermissionClaim) error {
+func upsertExport(ctx context.Context, c client.Client, name string, resources []apisv1alpha2.ResourceSchema, claims []apisv1alpha2.PermissionClaim,
+	crds []*apiextensionsv1.CustomResourceDefinition) error {
 	err := retry.OnError(conflictBackoff, func(err error) bool {
 		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
 	}, func() error {
@@ -166,6 +169,9 @@ func upsertExport(ctx context.Context, c client.Client, name string, resources [
 		if err != nil {
 			return fmt.Errorf("reading APIExport: %w", err)
 		}
+		if err := checkSchemaMoves(ctx, c, have, resources, crds); err != nil {
+			return err
+		}
 		want := have.DeepCopy()
 		want.Spec.Resources = mergeResources(have.Spec.Resources, resources)
 		want.Spec.PermissionClaims = mergeClaims(have.Spec.PermissionClaims, claims)
@@ -180,6 +186,58 @@ func upsertExport(ctx context.Context, c client.Client, name string, resources [
 		return fmt.Errorf("writing APIExport: %w", err)
 	}
 	return nil
+}
+
+// checkSchemaMoves is the pre-flight check of kcp mode (package apichange): an export
+// entry that would move to another schema is compared with the schema it points at
+// now, and a move that would lose or invalidate what tenants stored is refused before
+// anything is written. kcp moves every binding to the export's schema within seconds
+// and, with conversion None, prunes objects to the schema they are read through; a
+// replica of an older release provisioning its schema back would drop a newer field
+// in every workspace. kcp records no stored versions, so a version is never taken as
+// unused.
+func checkSchemaMoves(ctx context.Context, c client.Client, have *apisv1alpha2.APIExport, ours []apisv1alpha2.ResourceSchema,
+	crds []*apiextensionsv1.CustomResourceDefinition) error {
+	for i, r := range ours {
+		j := slices.IndexFunc(have.Spec.Resources, func(o apisv1alpha2.ResourceSchema) bool { return o.Group == r.Group && o.Name == r.Name })
+		if j < 0 || have.Spec.Resources[j].Schema == r.Schema || i >= len(crds) {
+			continue
+		}
+		current := &apisv1alpha1.APIResourceSchema{}
+		if err := c.Get(ctx, client.ObjectKey{Name: have.Spec.Resources[j].Schema}, current); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // nothing is served through a schema that does not exist
+			}
+			return fmt.Errorf("reading APIResourceSchema %s the export serves: %w", have.Spec.Resources[j].Schema, err)
+		}
+		served, err := crdOf(current)
+		if err != nil {
+			return err
+		}
+		if err := apichange.Compare(served, crds[i]).Err(); err != nil {
+			return fmt.Errorf("refusing to move %s.%s from APIResourceSchema %s to %s, which stays served: %w",
+				r.Name, r.Group, current.Name, r.Schema, err)
+		}
+	}
+	return nil
+}
+
+// crdOf is a schema as the CRD apichange compares, every version taken as stored.
+func crdOf(s *apisv1alpha1.APIResourceSchema) (*apiextensionsv1.CustomResourceDefinition, error) {
+	c := &apiextensionsv1.CustomResourceDefinition{}
+	c.Name = s.Spec.Names.Plural + "." + s.Spec.Group
+	for _, v := range s.Spec.Versions {
+		props := &apiextensionsv1.JSONSchemaProps{}
+		if len(v.Schema.Raw) > 0 {
+			if err := json.Unmarshal(v.Schema.Raw, props); err != nil {
+				return nil, fmt.Errorf("APIResourceSchema %s version %s: %w", s.Name, v.Name, err)
+			}
+		}
+		c.Spec.Versions = append(c.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{Name: v.Name, Served: v.Served, Storage: v.Storage,
+			Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: props}})
+		c.Status.StoredVersions = append(c.Status.StoredVersions, v.Name)
+	}
+	return c, nil
 }
 
 // mergeResources replaces the entries of have that export the same group and resource

@@ -61,6 +61,17 @@ func widgetCRD(extraField string) *apiextensionsv1.CustomResourceDefinition {
 
 func ptr[T any](v T) *T { return &v }
 
+// widgetCRD2 is widgetCRD with several extra fields.
+func widgetCRD2(fields ...string) *apiextensionsv1.CustomResourceDefinition {
+	c := widgetCRD("")
+	spec := c.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	for _, f := range fields {
+		spec.Properties[f] = apiextensionsv1.JSONSchemaProps{Type: "string"}
+	}
+	c.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = spec
+	return c
+}
+
 func surface(t *testing.T, exportName string, crd *apiextensionsv1.CustomResourceDefinition) apiexport.Surface {
 	t.Helper()
 	s, err := apiexport.FromCRD(exportName, crd).APISurface()
@@ -216,6 +227,31 @@ func TestProvision(t *testing.T) {
 		assertForeignSurvived(t, export, gadgetSchema.Name)
 		if n := countSchemas(ctx, t, c, "widgets."); n != 2 {
 			t.Errorf("%d widget schemas, want 2 (old and new)", n)
+		}
+	})
+
+	t.Run("an older schema that would drop a field is refused and the export keeps the newer one", func(t *testing.T) {
+		// A replica of the previous release (no "color") provisioning after the new one:
+		// kcp would move every binding back and prune color from what tenants stored.
+		export := &apisv1alpha2.APIExport{}
+		mustGet(ctx, t, c, "widgets", export)
+		before := findResource(export, "widgets").Schema
+		_, err := apiexport.Provision(ctx, c, surface(t, "widgets", widgetCRD("")), opts)
+		if err == nil || !strings.Contains(err.Error(), `lost property "color"`) {
+			t.Fatalf("Provision of the older schema: %v, want a refusal naming the lost field", err)
+		}
+		mustGet(ctx, t, c, "widgets", export)
+		if got := findResource(export, "widgets").Schema; got != before {
+			t.Errorf("export moved to %s after a refusal, want %s kept", got, before)
+		}
+		// A compatible change still moves it.
+		p, err := apiexport.Provision(ctx, c, surface(t, "widgets", widgetCRD2("color", "shape")), opts)
+		if err != nil {
+			t.Fatalf("Provision with one more optional field: %v", err)
+		}
+		mustGet(ctx, t, c, "widgets", export)
+		if got := findResource(export, "widgets").Schema; got != p.SchemaNames[0] {
+			t.Errorf("export at %s, want the compatible schema %s", got, p.SchemaNames[0])
 		}
 	})
 
