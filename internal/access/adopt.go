@@ -22,11 +22,7 @@ import (
 // a request already labelled costs nothing.
 func (r *Requester) adopt(ctx context.Context, key Key, reg advanced.ParameterizedClusterRegistration, namespace string) error {
 	want := r.managedLabels(key, reg)
-	suffix := reg.Suffix()
-	if suffix == "" {
-		suffix = reg.ID()
-	}
-	name := advanced.StableRequestName(r.opts.ControllerName, key.Request, suffix)
+	name := r.requestName(key, reg)
 	objs := []client.Object{&clustersv1alpha1.AccessRequest{}}
 	if r.opts.Registration.ClusterRequestAvailable() {
 		objs = append(objs, &clustersv1alpha1.ClusterRequest{})

@@ -47,11 +47,7 @@ func (r *Requester) routeAccessRequest(ctx context.Context, key Key, reg advance
 	if !reg.AccessRequestAvailable() {
 		return nil
 	}
-	suffix := reg.Suffix()
-	if suffix == "" {
-		suffix = reg.ID()
-	}
-	arKey := client.ObjectKey{Namespace: namespace, Name: advanced.StableRequestName(r.opts.ControllerName, key.Request, suffix)}
+	arKey := client.ObjectKey{Namespace: namespace, Name: r.requestName(key, reg)}
 	if err := r.platform.Get(ctx, arKey, &clustersv1alpha1.AccessRequest{}); !apierrors.IsNotFound(err) {
 		if err == nil {
 			r.mu.Lock()
@@ -135,6 +131,17 @@ func (r *Requester) routeAccessRequest(ctx context.Context, key Key, reg advance
 	r.routed[arKey] = time.Now()
 	r.mu.Unlock()
 	return &WaitingError{Reason: r.opts.WaitingReason, RequeueAfter: r.waitingRetry(key), Message: r.waitingMessage(key)}
+}
+
+// requestName is the name the library gives the tenant's requests of reg: the
+// controller name, the tenant's request and the registration's suffix (its ID when it
+// has none).
+func (r *Requester) requestName(key Key, reg advanced.ParameterizedClusterRegistration) string {
+	suffix := reg.Suffix()
+	if suffix == "" {
+		suffix = reg.ID()
+	}
+	return advanced.StableRequestName(r.opts.ControllerName, key.Request, suffix)
 }
 
 // routedGrace is how long an AccessRequest this Requester created is taken to exist
