@@ -105,7 +105,7 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 		}
 	}
 
-	eopts, err := r.engineOptions(mgr, mode.Tenancy, workspaces.Labels, opts)
+	eopts, err := r.engineOptions(mgr, mode.Tenancy, workspaces.Labels, opts, r.requestNames(nil))
 	if err != nil {
 		return nil, err
 	}

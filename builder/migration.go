@@ -8,17 +8,16 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/handover"
-	"github.com/openmcp-project/kcp-serviceprovider/onboarding"
-	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
 // OperatorDeploymentPrefix is how the openmcp-operator names a ServiceProvider's run
 // Deployment: sp-<provider name>.
 const OperatorDeploymentPrefix = "sp-"
 
-// takeOver applies a migration declaration to standard mode's engine: the old
-// binary's finalizer, workload registration and Ready reasons, a hold while its pods
-// may still run, and the removal of its onboarding requests once they cannot.
+// takeOver applies the rest of a migration declaration to standard mode's engine (its
+// request names are engineOptions', requestNames): the old binary's finalizer and
+// Ready reasons, a hold while its pods may still run, and the removal of its
+// onboarding requests once they cannot.
 func (r *Runtime[T]) takeOver(mgr mcmanager.Manager, eopts *engine.Options[T], opts Options) error {
 	m := opts.Migration
 	if m.Finalizer != "" {
@@ -27,15 +26,6 @@ func (r *Runtime[T]) takeOver(mgr mcmanager.Manager, eopts *engine.Options[T], o
 	if m.Reasons != nil {
 		eopts.WrittenReason = m.Reason
 	}
-	if r.decl.workload {
-		wl := m.WorkloadRegistration()
-		eopts.Workload = workload.NewOrderer(mgr.GetLocalManager().GetClient(), workload.Options{
-			ControllerName: m.RequestController(r.decl.name), Permissions: r.decl.workloadPerms, Scheme: r.decl.scheme,
-			Labels: onboarding.Labels, RetryInterval: opts.RetryInterval, GrantTimeout: opts.GrantTimeout, Tune: opts.tune,
-			ID: wl.ID, Suffix: wl.Suffix, Adopt: true,
-		})
-	}
-	eopts.Additional = r.additionalOrderers(mgr.GetLocalManager().GetClient(), onboarding.Labels, opts, m.RequestController(r.decl.name), true)
 	direct, err := client.New(mgr.GetLocalManager().GetConfig(), client.Options{Scheme: r.decl.scheme})
 	if err != nil {
 		return fmt.Errorf("migration: platform client: %w", err)
@@ -46,7 +36,7 @@ func (r *Runtime[T]) takeOver(mgr mcmanager.Manager, eopts *engine.Options[T], o
 	}
 	gate := handover.NewGate(hopts)
 	eopts.Hold, eopts.HoldRetry = gate.Held, gate.Retry()
-	if c := handover.New(hopts); c != nil {
+	if c := handover.New(gate); c != nil {
 		if err := mgr.GetLocalManager().Add(c); err != nil {
 			return fmt.Errorf("migration: %w", err)
 		}

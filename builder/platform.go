@@ -88,7 +88,7 @@ func (r *Runtime[T]) platformServiceManager(opts Options) (mcmanager.Manager, er
 		_ = mgr.AddHealthzCheck("ping", healthz.Ping)
 		_ = mgr.AddReadyzCheck("platform-cache", ops.CacheSynced("platform", mode.Cluster.GetCache()))
 	}
-	eopts, err := r.engineOptions(mgr, mode.Tenancy, nil, opts)
+	eopts, err := r.engineOptions(mgr, mode.Tenancy, nil, opts, r.requestNames(nil))
 	if err != nil {
 		return nil, err
 	}

@@ -380,7 +380,7 @@ func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcm
 		RetryInterval: opts.RetryInterval, GrantTimeout: opts.GrantTimeout, Tune: opts.tune,
 		MCPID: mcp.ID, MCPSuffix: mcp.Suffix, Adopt: m != nil,
 	})
-	eopts, err := r.engineOptions(mgr, tenancy, onboarding.Labels, opts)
+	eopts, err := r.engineOptions(mgr, tenancy, onboarding.Labels, opts, r.requestNames(m))
 	if err != nil {
 		return nil, err
 	}
@@ -410,7 +410,24 @@ func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcm
 
 // engineOptions are the engine's options for one mode: everything but the tenancy and
 // the labels that map requests back to tenants is the same in every mode.
-func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, tenancy engine.Tenancy[T], labels func(reconcile.Request) map[string]string, opts Options) (engine.Options[T], error) {
+// requestNames are what a mode's platform requests are named after: the controller
+// name (request prefix and managed-by label) and the workload registration, and
+// whether requests of those names that exist are adopted. Only standard mode with a
+// migration declaration names them otherwise than the provider does.
+type requestNames struct {
+	controller string
+	workload   migration.Registration
+	adopt      bool
+}
+
+// requestNames are the names of standard mode's requests under m, or the provider's
+// own (m nil, and every other mode).
+func (r *Runtime[T]) requestNames(m *migration.FromOCR) requestNames {
+	return requestNames{controller: m.RequestController(r.decl.name), workload: m.WorkloadRegistration(), adopt: m != nil}
+}
+
+func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, tenancy engine.Tenancy[T], labels func(reconcile.Request) map[string]string, opts Options,
+	names requestNames) (engine.Options[T], error) {
 	platform := mgr.GetLocalManager().GetClient()
 	eopts := engine.Options[T]{
 		// The provider reads the platform cluster past every cache (it may read any
@@ -441,32 +458,21 @@ func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, tenancy engine.Tenancy
 		}
 		eopts.PlatformWriter = client.WithFieldOwner(direct, fieldOwner(opts.Replica))
 	}
+	order := func(perms workload.Permissions, extra workload.Options) engine.WorkloadAccess {
+		extra.ControllerName, extra.Permissions, extra.Scheme, extra.Adopt = names.controller, perms, r.decl.scheme, names.adopt
+		extra.Labels, extra.RetryInterval, extra.GrantTimeout, extra.Tune = labels, opts.RetryInterval, opts.GrantTimeout, opts.tune
+		return workload.NewOrderer(platform, extra)
+	}
 	if r.decl.workload {
-		eopts.Workload = workload.NewOrderer(platform, workload.Options{
-			ControllerName: r.decl.name, Permissions: r.decl.workloadPerms, Scheme: r.decl.scheme,
-			Labels: labels, RetryInterval: opts.RetryInterval, GrantTimeout: opts.GrantTimeout, Tune: opts.tune,
-		})
+		eopts.Workload = order(r.decl.workloadPerms, workload.Options{ID: names.workload.ID, Suffix: names.workload.Suffix})
 	}
-	eopts.Additional = r.additionalOrderers(platform, labels, opts, r.decl.name, false)
-	return eopts, nil
-}
-
-// additionalOrderers order the further clusters the provider declared, under the
-// requests' controller name; nil when it declared none.
-func (r *Runtime[T]) additionalOrderers(platform client.Client, labels func(reconcile.Request) map[string]string, opts Options,
-	controller string, adopt bool) map[string]engine.WorkloadAccess {
-	var out map[string]engine.WorkloadAccess
 	for _, a := range r.decl.additional {
-		if out == nil {
-			out = map[string]engine.WorkloadAccess{}
+		if eopts.Additional == nil {
+			eopts.Additional = map[string]engine.WorkloadAccess{}
 		}
-		out[a.id] = workload.NewOrderer(platform, workload.Options{
-			ControllerName: controller, Permissions: a.Permissions, Scheme: r.decl.scheme,
-			Labels: labels, RetryInterval: opts.RetryInterval, GrantTimeout: opts.GrantTimeout, Tune: opts.tune,
-			Purpose: a.Purpose, Spec: a.specGenerator(), ID: a.id, Suffix: a.id, Adopt: adopt,
-		})
+		eopts.Additional[a.id] = order(a.Permissions, workload.Options{Purpose: a.Purpose, Spec: a.specGenerator(), ID: a.id, Suffix: a.id})
 	}
-	return out
+	return eopts, nil
 }
 
 // processSource reports the process's leadership and kcp state at every scrape.

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
-// Options configure a Cleanup.
+// Options configure a Gate and its Cleanup.
 type Options struct {
 	// Client is the platform cluster's, uncached: it reads one Deployment and deletes
 	// a few requests, once.
@@ -33,19 +33,19 @@ type Options struct {
 }
 
 // Cleanup is a leader-elected runnable of standard mode's manager: it runs only while
-// this replica leads (so no old pod does, when the migration elects on the old lease)
-// and returns once the old requests are gone.
-type Cleanup struct{ opts Options }
+// this replica leads (so no old pod does, when the migration elects on the old lease),
+// waits for the gate to open and returns once the old requests are gone.
+type Cleanup struct {
+	gate *Gate
+	opts Options
+}
 
-// New returns a Cleanup; nil when there is nothing to remove.
-func New(opts Options) *Cleanup {
-	if len(opts.Requests) == 0 {
+// New returns the Cleanup of gate's migration; nil when there is nothing to remove.
+func New(gate *Gate) *Cleanup {
+	if len(gate.opts.Requests) == 0 {
 		return nil
 	}
-	if opts.Interval <= 0 {
-		opts.Interval = 10 * time.Second
-	}
-	return &Cleanup{opts: opts}
+	return &Cleanup{gate: gate, opts: gate.opts}
 }
 
 // NeedLeaderElection is true: only the leader removes anything.
@@ -56,12 +56,7 @@ func (*Cleanup) NeedLeaderElection() bool { return true }
 func (c *Cleanup) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("handover")
 	_ = wait.PollUntilContextCancel(ctx, c.opts.Interval, true, func(ctx context.Context) (bool, error) {
-		done, why, err := c.RolledOut(ctx)
-		if err != nil {
-			logger.Info("cannot tell whether old pods still run; keeping the old onboarding requests", "error", err.Error())
-			return false, nil
-		}
-		if !done {
+		if held, why := c.gate.Held(ctx); held {
 			logger.V(1).Info("keeping the old onboarding requests while old pods may run", "why", why)
 			return false, nil
 		}
@@ -79,19 +74,19 @@ func (c *Cleanup) Start(ctx context.Context) error {
 	return nil
 }
 
-// RolledOut says whether the provider's Deployment runs only pods of its current
+// rolledOut says whether the provider's Deployment runs only pods of its current
 // template, so that no pod of the old binary runs or can start again; why says what
 // is still rolling.
-func (c *Cleanup) RolledOut(ctx context.Context) (done bool, why string, err error) {
-	if c.opts.Deployment == "" {
+func (g *Gate) rolledOut(ctx context.Context) (done bool, why string, err error) {
+	if g.opts.Deployment == "" {
 		return true, "", nil
 	}
 	d := &appsv1.Deployment{}
-	if err := c.opts.Client.Get(ctx, client.ObjectKey{Namespace: c.opts.Namespace, Name: c.opts.Deployment}, d); err != nil {
+	if err := g.opts.Client.Get(ctx, client.ObjectKey{Namespace: g.opts.Namespace, Name: g.opts.Deployment}, d); err != nil {
 		if apierrors.IsNotFound(err) {
 			return true, "", nil
 		}
-		return false, "", fmt.Errorf("reading Deployment %s/%s: %w", c.opts.Namespace, c.opts.Deployment, err)
+		return false, "", fmt.Errorf("reading Deployment %s/%s: %w", g.opts.Namespace, g.opts.Deployment, err)
 	}
 	want := int32(1)
 	if d.Spec.Replicas != nil {
@@ -143,7 +138,7 @@ func (c *Cleanup) Remove(ctx context.Context) (left int, err error) {
 // caches sync without reconciling), the Deployment stops the old pod, and only then
 // does the new one write. Once open it stays open.
 type Gate struct {
-	c *Cleanup
+	opts Options
 
 	mu   sync.Mutex
 	open bool
@@ -155,12 +150,12 @@ type Gate struct {
 // of objects waiting behind it.
 const gateRecheck = 2 * time.Second
 
-// NewGate returns the gate of a migration; opts.Requests may be empty.
+// NewGate returns the gate of a migration.
 func NewGate(opts Options) *Gate {
 	if opts.Interval <= 0 {
 		opts.Interval = 10 * time.Second
 	}
-	return &Gate{c: &Cleanup{opts: opts}}
+	return &Gate{opts: opts}
 }
 
 // Held says whether reconciles must wait, and why.
@@ -174,7 +169,7 @@ func (g *Gate) Held(ctx context.Context) (bool, string) {
 		return true, g.why
 	}
 	g.last = time.Now()
-	done, why, err := g.c.RolledOut(ctx)
+	done, why, err := g.rolledOut(ctx)
 	switch {
 	case err != nil:
 		g.why = err.Error()
@@ -189,4 +184,4 @@ func (g *Gate) Held(ctx context.Context) (bool, string) {
 }
 
 // Retry is how soon a held object is looked at again.
-func (g *Gate) Retry() time.Duration { return g.c.opts.Interval }
+func (g *Gate) Retry() time.Duration { return g.opts.Interval }

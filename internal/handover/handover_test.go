@@ -36,12 +36,13 @@ func TestHandover(t *testing.T) {
 		&clustersv1alpha1.ClusterRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: old}}).
 		WithStatusSubresource(&appsv1.Deployment{}).Build()
 	opts := Options{Client: c, Namespace: ns, Deployment: "sp-velero", Requests: []string{old}}
-	gate, cleanup := NewGate(opts), New(opts)
+	gate := NewGate(opts)
+	cleanup := New(gate)
 
 	if held, why := gate.Held(ctx); !held || why == "" {
 		t.Errorf("gate held=%v (%q) while an old pod runs, want held with a reason", held, why)
 	}
-	if done, _, err := cleanup.RolledOut(ctx); err != nil || done {
+	if done, _, err := gate.rolledOut(ctx); err != nil || done {
 		t.Errorf("rolled out %v (%v) while an old pod runs", done, err)
 	}
 
@@ -71,7 +72,7 @@ func TestHandover(t *testing.T) {
 			t.Errorf("%T %s: %v, want gone", obj, old, err)
 		}
 	}
-	if New(Options{}) != nil {
+	if New(NewGate(Options{})) != nil {
 		t.Error("a Cleanup with nothing to remove")
 	}
 }
