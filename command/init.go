@@ -138,7 +138,7 @@ func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
 			// Installing CRDs is init's business only: drop the right with the Job.
 			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer rcancel()
-			if err := releaseAccess(rctx, platform, o.providerName, o.namespace, initOnboardingName); err != nil {
+			if err := releaseAccess(rctx, platform, o.providerName, o.namespace, initOnboardingName, io.Discard); err != nil {
 				log.Error(err, "releasing init's onboarding access")
 			}
 		}()

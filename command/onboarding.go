@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/go-logr/logr"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	"github.com/openmcp-project/openmcp-operator/lib/clusteraccess"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -86,14 +86,13 @@ func requestOnboardingAccess(ctx context.Context, log logr.Logger, platform clie
 }
 
 // releaseAccess deletes the AccessRequest and ClusterRequest requestOnboardingAccess
-// created (init's, once the CRDs are installed: no standing CRD rights).
-func releaseAccess(ctx context.Context, platform client.Client, provider, namespace, localName string) error {
+// created (init's, once the CRDs are installed: no standing CRD rights), saying each
+// deletion to out.
+func releaseAccess(ctx context.Context, platform client.Client, provider, namespace, localName string, out io.Writer) error {
 	name := clusteraccess.StableRequestNameFromLocalName(provider, localName)
 	for _, obj := range []client.Object{&clustersv1alpha1.AccessRequest{}, &clustersv1alpha1.ClusterRequest{}} {
-		obj.SetNamespace(namespace)
-		obj.SetName(name)
-		if err := platform.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("releasing %T %s/%s: %w", obj, namespace, name, err)
+		if err := deleteIfPresent(ctx, platform, obj, namespace, name, out); err != nil {
+			return fmt.Errorf("releasing: %w", err)
 		}
 	}
 	return nil

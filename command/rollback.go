@@ -8,7 +8,6 @@ import (
 
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
-	"github.com/openmcp-project/openmcp-operator/lib/clusteraccess"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -63,11 +62,8 @@ func (o *commonOptions) rollbackCleanup(ctx context.Context, out io.Writer) erro
 		return fmt.Errorf("platform client: %w", err)
 	}
 	for _, local := range []string{runOnboardingName, initOnboardingName} {
-		name := clusteraccess.StableRequestNameFromLocalName(o.providerName, local)
-		for _, obj := range []client.Object{&clustersv1alpha1.AccessRequest{}, &clustersv1alpha1.ClusterRequest{}} {
-			if err := deleteIfPresent(ctx, c, obj, o.namespace, name, out); err != nil {
-				return err
-			}
+		if err := releaseAccess(ctx, c, o.providerName, o.namespace, local, out); err != nil {
+			return err
 		}
 	}
 	if err := deleteIfPresent(ctx, c, &coordinationv1.Lease{}, o.namespace, o.providerName+"-standard", out); err != nil {
