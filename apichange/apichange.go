@@ -119,7 +119,7 @@ func Compare(served, want *apiextensionsv1.CustomResourceDefinition) Verdict {
 func removed(served *apiextensionsv1.CustomResourceDefinition, name string) Change {
 	if slices.Contains(served.Status.StoredVersions, name) {
 		return Change{Version: name, Kind: Removed, Refused: true,
-			Why: fmt.Sprintf("objects may still be stored in it (status.storedVersions %v): rewrite them in the storage version first", served.Status.StoredVersions)}
+			Why: fmt.Sprintf("objects may still be stored in it (status.storedVersions %v): rewrite them in the storage version first: init does so after a release that stores in another version", served.Status.StoredVersions)}
 	}
 	return Change{Version: name, Kind: Removed, Why: "no object is stored in it"}
 }
@@ -237,28 +237,49 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// CheckRelease refuses to replace a CRD that carries a newer release of the API than
-// want: an old replica restarting, a rollback or an old init Job must not move the
-// API back, unless allowDowngrade. A CRD without the annotation, or a binary that
+// Hold says whether to leave a served CRD as it is because it carries a newer release
+// of the API than want: an old replica's init, a rollback or an old init Job retried
+// must not move the API back, unless allowDowngrade. The older binary then runs
+// through the newer CRD (the runtime writes merge patches of the fields it owns, so it
+// keeps fields it does not know), which works only while the CRD still serves every
+// version want serves: when it does not, the error says so. held is the message to
+// log; empty when want may be applied. A CRD without the annotation, or a binary that
 // declares no release, is not guarded.
-func CheckRelease(served, want *apiextensionsv1.CustomResourceDefinition, allowDowngrade bool) error {
+func Hold(served, want *apiextensionsv1.CustomResourceDefinition, allowDowngrade bool) (held string, err error) {
 	if served == nil || allowDowngrade {
-		return nil
+		return "", nil
 	}
-	have, wantRel := served.Annotations[ReleaseAnnotation], want.Annotations[ReleaseAnnotation]
-	if have == "" || wantRel == "" {
-		return nil
+	have, ours := served.Annotations[ReleaseAnnotation], want.Annotations[ReleaseAnnotation]
+	newer, err := Newer(have, ours)
+	if err != nil || !newer {
+		return "", err
 	}
-	h, err := version.ParseSemantic(have)
+	var missing []string
+	for _, w := range want.Spec.Versions {
+		if w.Served && !slices.ContainsFunc(served.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == w.Name && v.Served }) {
+			missing = append(missing, w.Name)
+		}
+	}
+	if len(missing) > 0 {
+		return "", fmt.Errorf("CRD %s carries API release %s, newer than this binary's %s, and no longer serves %v, which this binary needs: roll forward, or pass --allow-api-downgrade to move the API back on purpose", served.Name, have, ours, missing)
+	}
+	return fmt.Sprintf("CRD %s carries API release %s, newer than this binary's %s: left as it is, and served through (pass --allow-api-downgrade to move the API back on purpose)", served.Name, have, ours), nil
+}
+
+// Newer reports whether the release served is newer than ours. Either empty, or a
+// served release that is no semantic version (not ours to judge), is not newer; ours
+// must be one.
+func Newer(served, ours string) (bool, error) {
+	if served == "" || ours == "" {
+		return false, nil
+	}
+	h, err := version.ParseSemantic(served)
 	if err != nil {
-		return nil // not ours to judge
+		return false, nil
 	}
-	w, err := version.ParseSemantic(wantRel)
+	w, err := version.ParseSemantic(ours)
 	if err != nil {
-		return fmt.Errorf("API release %q is not a semantic version", wantRel)
+		return false, fmt.Errorf("API release %q is not a semantic version", ours)
 	}
-	if w.LessThan(h) {
-		return fmt.Errorf("CRD %s carries API release %s, newer than this binary's %s: an older binary does not move the API back (pass --allow-api-downgrade to do so on purpose)", served.Name, have, wantRel)
-	}
-	return nil
+	return w.LessThan(h), nil
 }

@@ -125,32 +125,39 @@ func TestCompare(t *testing.T) {
 }
 
 // TestCheckRelease: an older binary never moves the API back unless told to.
-func TestCheckRelease(t *testing.T) {
-	at := func(release string) *apiextensionsv1.CustomResourceDefinition {
+func TestHold(t *testing.T) {
+	at := func(release string, versions ...string) *apiextensionsv1.CustomResourceDefinition {
+		if len(versions) == 0 {
+			versions = []string{"v1alpha1"}
+		}
 		c := crd()
+		for i, v := range versions {
+			c.Spec.Versions = append(c.Spec.Versions, crdVersion(v, i == len(versions)-1, base))
+		}
 		if release != "" {
 			c.Annotations = map[string]string{ReleaseAnnotation: release}
 		}
 		return c
 	}
 	for _, c := range []struct {
-		served, want string
+		name         string
+		served, want *apiextensionsv1.CustomResourceDefinition
 		allow        bool
-		refused      bool
+		held, failed bool
 	}{
-		{"v1.4.0", "v1.5.0", false, false},
-		{"v1.4.0", "v1.4.0", false, false},
-		{"v1.5.0", "v1.4.0", false, true},
-		{"v1.5.0", "v1.4.0", true, false},
-		{"", "v1.4.0", false, false},
-		{"v1.5.0", "", false, false},
+		{"a newer binary", at("v1.4.0"), at("v1.5.0"), false, false, false},
+		{"the same release", at("v1.4.0"), at("v1.4.0"), false, false, false},
+		{"an older binary", at("v1.5.0"), at("v1.4.0"), false, true, false},
+		{"an older binary allowed to downgrade", at("v1.5.0"), at("v1.4.0"), true, false, false},
+		{"an older binary whose version is gone", at("v1.5.0", "v1beta1"), at("v1.4.0", "v1alpha1"), false, false, true},
+		{"an older binary whose version is still served", at("v1.5.0", "v1alpha1", "v1beta1"), at("v1.4.0", "v1alpha1"), false, true, false},
+		{"a CRD without a release", at(""), at("v1.4.0"), false, false, false},
+		{"a binary without a release", at("v1.5.0"), at(""), false, false, false},
+		{"the first install", nil, at("v1.0.0"), false, false, false},
 	} {
-		err := CheckRelease(at(c.served), at(c.want), c.allow)
-		if (err != nil) != c.refused {
-			t.Errorf("served %q, binary %q, allow %v: %v; want refused %v", c.served, c.want, c.allow, err, c.refused)
+		held, err := Hold(c.served, c.want, c.allow)
+		if (held != "") != c.held || (err != nil) != c.failed {
+			t.Errorf("%s: held %q, err %v; want held %v, failed %v", c.name, held, err, c.held, c.failed)
 		}
-	}
-	if err := CheckRelease(nil, at("v1.0.0"), false); err != nil {
-		t.Errorf("first install refused: %v", err)
 	}
 }

@@ -30,6 +30,10 @@ type Options struct {
 	Timeout time.Duration
 	// PollInterval is how often that wait looks. Default 200 ms.
 	PollInterval time.Duration
+	// AllowDowngrade lets a binary of an older API release move the export's schemas
+	// back to its own (a deliberate rollback of the API). Without it the export keeps
+	// the newer schemas, which Provisioned.Held says.
+	AllowDowngrade bool
 }
 
 // Provisioned describes the provisioned export.
@@ -42,6 +46,12 @@ type Provisioned struct {
 	EndpointSliceName string
 	// SchemaNames are the APIResourceSchemas of the surface's CRDs, in the same order.
 	SchemaNames []string
+	// Held, when set, says why the export's schemas were left as they are although
+	// they differ from the surface's: the export carries a newer API release
+	// (apichange.ReleaseAnnotation) than the surface's CRDs. The export is served
+	// through the newer schemas then; a runtime writing merge patches of the fields it
+	// owns loses nothing that way.
+	Held string
 }
 
 // endpointSliceGrace is how long Provision waits for kcp to create the endpoint slice
@@ -112,9 +122,12 @@ func Provision(ctx context.Context, c client.Client, s Surface, opts Options) (*
 	}
 
 	claims := mergeClaims(RequiredPermissionClaims(), s.PermissionClaims)
-	if err := upsertExport(ctx, c, s.ExportName, resources, claims, s.CRDs); err != nil {
+	held, err := upsertExport(ctx, c, s.ExportName, resources, claims, s.CRDs, opts.AllowDowngrade)
+	if err != nil {
 		return nil, fmt.Errorf("provisioning APIExport %q: %w", s.ExportName, err)
 	}
+
+	out.Held = held
 
 	hash, err := waitForExport(ctx, c, s.ExportName, opts.PollInterval)
 	if err != nil {
@@ -147,18 +160,21 @@ func ensureSchema(ctx context.Context, c client.Client, crd *apiextensionsv1.Cus
 }
 
 // upsertExport creates the export or merges resources and claims into it, writing only
-// when the merge changes something. A lost race (Conflict on update, AlreadyExists on
-// create) is retried from a fresh read.
+// when the merge changes something, and records the surface's API release on it. Forward
+// only: an export carrying a newer release keeps its schemas unless allowDowngrade, and
+// held says so. A lost race (Conflict on update, AlreadyExists on create) is retried from
+// a fresh read.
 func upsertExport(ctx context.Context, c client.Client, name string, resources []apisv1alpha2.ResourceSchema, claims []apisv1alpha2.PermissionClaim,
-	crds []*apiextensionsv1.CustomResourceDefinition) error {
-	err := retry.OnError(conflictBackoff, func(err error) bool {
+	crds []*apiextensionsv1.CustomResourceDefinition, allowDowngrade bool) (held string, err error) {
+	ours := releaseOf(crds)
+	err = retry.OnError(conflictBackoff, func(err error) bool {
 		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
 	}, func() error {
 		have := &apisv1alpha2.APIExport{}
 		err := c.Get(ctx, client.ObjectKey{Name: name}, have)
 		if apierrors.IsNotFound(err) {
 			export := &apisv1alpha2.APIExport{
-				ObjectMeta: metav1.ObjectMeta{Name: name},
+				ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: releaseAnnotation(nil, ours)},
 				Spec: apisv1alpha2.APIExportSpec{
 					Resources:        mergeResources(nil, resources),
 					PermissionClaims: mergeClaims(nil, claims),
@@ -169,13 +185,28 @@ func upsertExport(ctx context.Context, c client.Client, name string, resources [
 		if err != nil {
 			return fmt.Errorf("reading APIExport: %w", err)
 		}
-		if err := checkSchemaMoves(ctx, c, have, resources, crds); err != nil {
-			return err
-		}
 		want := have.DeepCopy()
 		want.Spec.Resources = mergeResources(have.Spec.Resources, resources)
 		want.Spec.PermissionClaims = mergeClaims(have.Spec.PermissionClaims, claims)
-		if equality.Semantic.DeepEqual(have.Spec, want.Spec) {
+		served := have.Annotations[apichange.ReleaseAnnotation]
+		newer, err := apichange.Newer(served, ours)
+		if err != nil {
+			return err
+		}
+		held = ""
+		switch {
+		case newer && !allowDowngrade:
+			if !equality.Semantic.DeepEqual(have.Spec.Resources, want.Spec.Resources) {
+				held = fmt.Sprintf("APIExport %s carries API release %s, newer than this binary's %s: its schemas stay as they are and this binary serves through them (an older binary does not move the API back unless allowed to downgrade)", name, served, ours)
+				want.Spec.Resources = have.Spec.Resources
+			}
+		case ours != "":
+			want.Annotations = releaseAnnotation(want.Annotations, ours)
+		}
+		if err := checkSchemaMoves(ctx, c, have, want.Spec.Resources, resources, crds); err != nil {
+			return err
+		}
+		if equality.Semantic.DeepEqual(have.Spec, want.Spec) && equality.Semantic.DeepEqual(have.Annotations, want.Annotations) {
 			return nil
 		}
 		// Update carries have's resourceVersion: a concurrent writer makes it fail
@@ -183,9 +214,33 @@ func upsertExport(ctx context.Context, c client.Client, name string, resources [
 		return c.Update(ctx, want)
 	})
 	if err != nil {
-		return fmt.Errorf("writing APIExport: %w", err)
+		return "", fmt.Errorf("writing APIExport: %w", err)
 	}
-	return nil
+	return held, nil
+}
+
+// releaseOf is the API release the surface's CRDs carry (command.Provider.APIRelease);
+// empty when they declare none.
+func releaseOf(crds []*apiextensionsv1.CustomResourceDefinition) string {
+	for _, c := range crds {
+		if r := c.Annotations[apichange.ReleaseAnnotation]; r != "" {
+			return r
+		}
+	}
+	return ""
+}
+
+// releaseAnnotation returns annotations with the release recorded, unless release is
+// empty.
+func releaseAnnotation(annotations map[string]string, release string) map[string]string {
+	if release == "" {
+		return annotations
+	}
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[apichange.ReleaseAnnotation] = release
+	return annotations
 }
 
 // checkSchemaMoves is the pre-flight check of kcp mode (package apichange): an export
@@ -196,12 +251,17 @@ func upsertExport(ctx context.Context, c client.Client, name string, resources [
 // replica of an older release provisioning its schema back would drop a newer field
 // in every workspace. kcp records no stored versions, so a version is never taken as
 // unused.
-func checkSchemaMoves(ctx context.Context, c client.Client, have *apisv1alpha2.APIExport, ours []apisv1alpha2.ResourceSchema,
+func checkSchemaMoves(ctx context.Context, c client.Client, have *apisv1alpha2.APIExport, next, ours []apisv1alpha2.ResourceSchema,
 	crds []*apiextensionsv1.CustomResourceDefinition) error {
 	for i, r := range ours {
 		j := slices.IndexFunc(have.Spec.Resources, func(o apisv1alpha2.ResourceSchema) bool { return o.Group == r.Group && o.Name == r.Name })
 		if j < 0 || have.Spec.Resources[j].Schema == r.Schema || i >= len(crds) {
 			continue
+		}
+		if !slices.ContainsFunc(next, func(o apisv1alpha2.ResourceSchema) bool {
+			return o.Group == r.Group && o.Name == r.Name && o.Schema == r.Schema
+		}) {
+			continue // not moving: held at the served schema
 		}
 		current := &apisv1alpha1.APIResourceSchema{}
 		if err := c.Get(ctx, client.ObjectKey{Name: have.Spec.Resources[j].Schema}, current); err != nil {

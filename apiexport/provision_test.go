@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/openmcp-project/kcp-serviceprovider/apichange"
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
@@ -252,6 +253,47 @@ func TestProvision(t *testing.T) {
 		mustGet(ctx, t, c, "widgets", export)
 		if got := findResource(export, "widgets").Schema; got != p.SchemaNames[0] {
 			t.Errorf("export at %s, want the compatible schema %s", got, p.SchemaNames[0])
+		}
+	})
+
+	t.Run("an older API release leaves the export's schemas and says so; a deliberate downgrade moves them", func(t *testing.T) {
+		released := func(release string, fields ...string) *apiextensionsv1.CustomResourceDefinition {
+			crd := widgetCRD2(fields...)
+			crd.Annotations = map[string]string{apichange.ReleaseAnnotation: release}
+			return crd
+		}
+		newest, err := apiexport.Provision(ctx, c, surface(t, "widgets", released("v1.2.0", "color", "shape")), opts)
+		if err != nil || newest.Held != "" {
+			t.Fatalf("Provision of release v1.2.0: %v (held: %q)", err, newest.Held)
+		}
+		export := &apisv1alpha2.APIExport{}
+		mustGet(ctx, t, c, "widgets", export)
+		if got := export.Annotations[apichange.ReleaseAnnotation]; got != "v1.2.0" {
+			t.Errorf("export records release %q, want v1.2.0", got)
+		}
+		// A replica of v1.1.0 (no "shape") restarting mid-rollout: it runs, through
+		// the newer schema, and the export stays where it is.
+		older, err := apiexport.Provision(ctx, c, surface(t, "widgets", released("v1.1.0", "color")), opts)
+		if err != nil {
+			t.Fatalf("Provision of the older release: %v, want it held, not failed", err)
+		}
+		if !strings.Contains(older.Held, "newer than this binary's v1.1.0") {
+			t.Errorf("Held %q, want it to say the export's release is newer", older.Held)
+		}
+		mustGet(ctx, t, c, "widgets", export)
+		if got := findResource(export, "widgets").Schema; got != newest.SchemaNames[0] || export.Annotations[apichange.ReleaseAnnotation] != "v1.2.0" {
+			t.Errorf("export at %s, release %s; want %s, v1.2.0 kept", got, export.Annotations[apichange.ReleaseAnnotation], newest.SchemaNames[0])
+		}
+		// A downgrade on purpose moves it, as far as nothing stored is lost.
+		down := opts
+		down.AllowDowngrade = true
+		back, err := apiexport.Provision(ctx, c, surface(t, "widgets", released("v1.1.0", "color", "shape", "size")), down)
+		if err != nil || back.Held != "" {
+			t.Fatalf("a deliberate downgrade: %v (held: %q)", err, back.Held)
+		}
+		mustGet(ctx, t, c, "widgets", export)
+		if got := findResource(export, "widgets").Schema; got != back.SchemaNames[0] || export.Annotations[apichange.ReleaseAnnotation] != "v1.1.0" {
+			t.Errorf("export at %s, release %s after the downgrade; want %s, v1.1.0", got, export.Annotations[apichange.ReleaseAnnotation], back.SchemaNames[0])
 		}
 	})
 

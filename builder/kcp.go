@@ -45,7 +45,7 @@ func (r *Runtime[T]) kcpSupervisor(opts Options) (*kcpmode.Supervisor, error) {
 	return kcpmode.New(kcpmode.Options{
 		Name: r.decl.name, ProviderConfigName: opts.Migration.ProviderConfig(r.decl.name), Scheme: r.decl.scheme, NewProviderConfig: r.decl.newProviderConfig,
 		Surface: r.decl.kcp, Platform: platform, PlatformConfig: platformCfg, Tune: opts.tune,
-		EventSource: eventSource(r.decl.name), Replica: opts.Replica,
+		EventSource: eventSource(r.decl.name), Replica: opts.Replica, AllowAPIDowngrade: opts.AllowAPIDowngrade,
 		NewManager: func(_ context.Context, c kcpmode.Connection) (mcmanager.Manager, error) {
 			return r.kcpManager(opts, c)
 		},

@@ -54,6 +54,10 @@ type Options struct {
 	// what cluster.ProviderNamespaceFromCtx returns, and where the leases live unless
 	// LeaseNamespace says otherwise.
 	Namespace string
+	// AllowAPIDowngrade lets kcp mode move the APIExport back to this binary's
+	// schemas when the export carries a newer API release (a deliberate rollback of
+	// the API); without it an older binary serves through the newer schemas.
+	AllowAPIDowngrade bool
 	// LeaseNamespace holds the leases of several replicas (standard mode's leader
 	// lease, kcp mode's membership and fences). Empty: Namespace, which is where the
 	// openmcp-operator grants the runtime the right to write them.

@@ -74,7 +74,7 @@ func TestOnboardingRBACMatchesRequests(t *testing.T) {
 		roles[cr.Name] = cr.Rules
 	}
 	for name, requested := range map[string][]rbacv1.PolicyRule{
-		"echo-provider-onboarding-init": onboardingInitPermissions()[0].Rules,
+		"echo-provider-onboarding-init": d.onboardingInitPermissions()[0].Rules,
 		"echo-provider-onboarding-run":  d.onboardingRunPermissions()[0].Rules,
 	} {
 		if !reflect.DeepEqual(roles[name], requested) {

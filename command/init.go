@@ -25,6 +25,7 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/apichange"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/storageversion"
 )
 
 // initOnboardingName is the local name of init's onboarding access request.
@@ -114,7 +115,7 @@ func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
 	if platformService {
 		// One cluster serves everything; the image is the same.
 		for _, c := range d.crds {
-			if err := installCRD(ctx, platform, c, o.allowDowngrade); err != nil {
+			if err := installCRD(ctx, log, platform, platformCfg, c, o.allowDowngrade); err != nil {
 				return fmt.Errorf("installing CRD %s on the platform cluster: %w", c.Name, err)
 			}
 			log.Info("CRD installed", "crd", c.Name, "cluster", clustersv1alpha1.PURPOSE_PLATFORM)
@@ -129,7 +130,7 @@ func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
 			return fmt.Errorf("onboarding kubeconfig %s: %w", o.onboardingKubeconfig, err)
 		}
 	} else {
-		access, err := requestOnboardingAccess(ctx, log, platform, o.providerName, o.namespace, initOnboardingName, onboardingInitPermissions(), o.timeout)
+		access, err := requestOnboardingAccess(ctx, log, platform, o.providerName, o.namespace, initOnboardingName, d.onboardingInitPermissions(), o.timeout)
 		if err != nil {
 			return err
 		}
@@ -148,14 +149,21 @@ func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
 		return fmt.Errorf("onboarding client: %w", err)
 	}
 
-	clusters := map[string]client.Client{clustersv1alpha1.PURPOSE_PLATFORM: platform, clustersv1alpha1.PURPOSE_ONBOARDING: onboarding}
+	type cluster struct {
+		client client.Client
+		config *rest.Config
+	}
+	clusters := map[string]cluster{
+		clustersv1alpha1.PURPOSE_PLATFORM:   {platform, platformCfg},
+		clustersv1alpha1.PURPOSE_ONBOARDING: {onboarding, onboardingCfg},
+	}
 	for _, c := range d.crds {
 		purpose := c.Labels[ClusterLabel]
 		target, ok := clusters[purpose]
 		if !ok {
 			return fmt.Errorf("CRD %s: label %s=%q names no cluster init knows", c.Name, ClusterLabel, purpose)
 		}
-		if err := installCRD(ctx, target, c, o.allowDowngrade); err != nil {
+		if err := installCRD(ctx, log, target.client, target.config, c, o.allowDowngrade); err != nil {
 			return fmt.Errorf("installing CRD %s on the %s cluster: %w", c.Name, purpose, err)
 		}
 		log.Info("CRD installed", "crd", c.Name, "cluster", purpose)
@@ -173,8 +181,10 @@ func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
 // established. A change the pre-flight check refuses (package apichange: a breaking
 // change within a served version, a version removed with objects stored in it, a new
 // version that needs a conversion the CRD lacks, an older API release) leaves the
-// installed CRD as it is and fails init with the reason.
-func installCRD(ctx context.Context, c client.Client, want *apiextensionsv1.CustomResourceDefinition, allowDowngrade bool) error {
+// installed CRD as it is and fails init with the reason. Once the CRD is served, its
+// objects are moved to its storage version when some may be stored in another (package
+// storageversion), so a later release may remove that version.
+func installCRD(ctx context.Context, log logr.Logger, c client.Client, cfg *rest.Config, want *apiextensionsv1.CustomResourceDefinition, allowDowngrade bool) error {
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		have := &apiextensionsv1.CustomResourceDefinition{}
 		err := c.Get(ctx, client.ObjectKeyFromObject(want), have)
@@ -184,8 +194,13 @@ func installCRD(ctx context.Context, c client.Client, want *apiextensionsv1.Cust
 		if err != nil {
 			return err
 		}
-		if err := apichange.CheckRelease(have, want, allowDowngrade); err != nil {
+		held, err := apichange.Hold(have, want, allowDowngrade)
+		if err != nil {
 			return &refusedError{err}
+		}
+		if held != "" {
+			log.Info(held)
+			return nil
 		}
 		if err := apichange.Compare(have, want).Err(); err != nil {
 			return &refusedError{fmt.Errorf("refusing the change of CRD %s, which stays as it is: %w", want.Name, err)}
@@ -209,8 +224,8 @@ func installCRD(ctx context.Context, c client.Client, want *apiextensionsv1.Cust
 		return err
 	}
 	var last string
+	have := &apiextensionsv1.CustomResourceDefinition{}
 	err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		have := &apiextensionsv1.CustomResourceDefinition{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(want), have); err != nil {
 			last = err.Error()
 			return false, nil
@@ -226,6 +241,15 @@ func installCRD(ctx context.Context, c client.Client, want *apiextensionsv1.Cust
 	if err != nil {
 		return fmt.Errorf("waiting until it is served (%s): %w", last, err)
 	}
+	if !storageversion.Needed(have) {
+		return nil
+	}
+	log.Info("moving stored objects to the storage version", "crd", want.Name, "storedVersions", have.Status.StoredVersions)
+	res, err := storageversion.Migrate(ctx, cfg, want.Name, storageversion.Options{})
+	if err != nil {
+		return err
+	}
+	log.Info("stored objects moved", "crd", want.Name, "from", res.From, "to", res.To, "objects", res.Listed, "rewritten", res.Rewritten)
 	return nil
 }
 

@@ -268,9 +268,14 @@ func (d *described) onboardingRunPermissions() []clustersv1alpha1.PermissionsReq
 }
 
 // onboardingInitPermissions are what init needs on the onboarding cluster: install
-// and update the Service API's CRD.
-func onboardingInitPermissions() []clustersv1alpha1.PermissionsRequest {
+// and update the Service API's CRD, and after a change of its storage version rewrite
+// every stored object (an empty patch) and record that in the CRD's status
+// (package storageversion).
+func (d *described) onboardingInitPermissions() []clustersv1alpha1.PermissionsRequest {
+	r := d.serviceResource
 	return []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch"}},
+		{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions/status"}, Verbs: []string{"update"}},
+		{APIGroups: []string{r.Group}, Resources: []string{r.Resource}, Verbs: []string{"list", "patch"}},
 	}}}
 }

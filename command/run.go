@@ -23,6 +23,7 @@ const runOnboardingName = "onboarding-run"
 type runOptions struct {
 	commonOptions
 	leaderElect             bool
+	allowDowngrade          bool
 	metricsBindAddress      string
 	metricsSecure           bool
 	metricsCertDir          string
@@ -59,6 +60,7 @@ of them (leases in --namespace).`,
 			fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "serve metrics over HTTPS, only to a bearer token the platform cluster authenticates and allows get on /metrics (TokenReview and SubjectAccessReview; 401 without a token, 403 without the right); the openmcp-operator passes false")
 			fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "folder with tls.crt and tls.key of the HTTPS metrics endpoint; without them a self-signed certificate is made at start")
 			fs.StringVar(&o.healthProbeBindAddress, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 turns them off")
+			fs.BoolVar(&o.allowDowngrade, "allow-api-downgrade", false, "let kcp mode move the APIExport back to this binary's schemas when it carries a newer API release (a deliberate rollback of the API); without it an older binary serves through the newer schemas")
 			fs.BoolVar(&o.standardMode, "standard-mode", true, "serve the onboarding cluster; false runs kcp mode only")
 			fs.DurationVar(&o.retryInterval, "retry-interval", 10*time.Second, "how often pending access requests are looked at again (grants also arrive through watches)")
 			fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 8, "parallel reconciles per mode")
@@ -140,6 +142,7 @@ func (o *runOptions) run(ctx context.Context, _ io.Writer) error {
 		ClientQPS:               float32(o.clientQPS),
 		ClientBurst:             o.clientBurst,
 		Migration:               d.Migration,
+		AllowAPIDowngrade:       o.allowDowngrade,
 	})
 	if err != nil {
 		return err

@@ -3,17 +3,26 @@ package command
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
 	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/apichange"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
+	"github.com/openmcp-project/kcp-serviceprovider/storageversion"
 	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
@@ -36,13 +45,10 @@ func backupCRD(release string, fields ...string) *apiextensionsv1.CustomResource
 	return c
 }
 
-// TestInitRefusesLossyChanges: on a real API server with an object stored, init's CRD
-// install takes a compatible change, and refuses a release that drops a field or is
-// older than the served one, leaving the served CRD and the object as they were.
-func TestInitRefusesLossyChanges(t *testing.T) {
-	ctx := context.Background()
-	env := harness.NewEnv(t, "upgrade")
-	server, err := env.StartAPIServer(localenv.PurposeOnboarding, nil)
+// onboardingServer starts a real API server and returns a client of it and its config.
+func onboardingServer(t *testing.T, name string) (client.Client, *rest.Config) {
+	t.Helper()
+	server, err := harness.NewEnv(t, name).StartAPIServer(localenv.PurposeOnboarding, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +60,16 @@ func TestInitRefusesLossyChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := installCRD(ctx, c, backupCRD("v1.0.0", "schedule"), false); err != nil {
+	return c, server.Config
+}
+
+// TestInitRefusesLossyChanges: on a real API server with an object stored, init's CRD
+// install takes a compatible change, refuses a release that drops a field, and leaves
+// the CRD to an older release; the served CRD and the object stay as they were.
+func TestInitRefusesLossyChanges(t *testing.T) {
+	ctx := context.Background()
+	c, cfg := onboardingServer(t, "upgrade")
+	if err := installCRD(ctx, logr.Discard(), c, cfg, backupCRD("v1.0.0", "schedule"), false); err != nil {
 		t.Fatal(err)
 	}
 	obj := &unstructured.Unstructured{}
@@ -66,7 +81,7 @@ func TestInitRefusesLossyChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := installCRD(ctx, c, backupCRD("v1.1.0", "schedule", "bucket"), false); err != nil {
+	if err := installCRD(ctx, logr.Discard(), c, cfg, backupCRD("v1.1.0", "schedule", "bucket"), false); err != nil {
 		t.Errorf("a new optional field refused: %v", err)
 	}
 	for _, bad := range []struct {
@@ -74,13 +89,17 @@ func TestInitRefusesLossyChanges(t *testing.T) {
 		says string
 	}{
 		{backupCRD("v1.2.0", "bucket"), `lost property "schedule"`},
-		{backupCRD("v1.0.0", "schedule"), "newer than this binary's v1.0.0"},
 	} {
-		err := installCRD(ctx, c, bad.crd, false)
+		err := installCRD(ctx, logr.Discard(), c, cfg, bad.crd, false)
 		var refused *refusedError
 		if !errors.As(err, &refused) || !strings.Contains(err.Error(), bad.says) {
 			t.Errorf("release %s: %v, want a refusal saying %q", bad.crd.Annotations[apichange.ReleaseAnnotation], err, bad.says)
 		}
+	}
+	// An older release (an old init Job retried, a rollback) leaves the CRD as it is
+	// and succeeds, so the old replicas roll and serve through the newer CRD.
+	if err := installCRD(ctx, logr.Discard(), c, cfg, backupCRD("v1.0.0", "schedule"), false); err != nil {
+		t.Errorf("an older release: %v, want the CRD left as it is and init succeeding", err)
 	}
 	served := &apiextensionsv1.CustomResourceDefinition{}
 	if err := c.Get(ctx, client.ObjectKey{Name: "backups.upgrade.test"}, served); err != nil {
@@ -98,7 +117,164 @@ func TestInitRefusesLossyChanges(t *testing.T) {
 	if s, _, _ := unstructured.NestedString(got.Object, "spec", "schedule"); s != "daily" {
 		t.Errorf("stored spec.schedule %q, want daily", s)
 	}
-	if err := installCRD(ctx, c, backupCRD("v1.0.0", "schedule", "bucket"), true); err != nil {
+	if err := installCRD(ctx, logr.Discard(), c, cfg, backupCRD("v1.0.0", "schedule", "bucket"), true); err != nil {
 		t.Errorf("a deliberate downgrade (--allow-api-downgrade) refused: %v", err)
+	}
+}
+
+// versioned is crd with the versions names, each with the schema of its first
+// version, storage the one stored.
+func versioned(crd *apiextensionsv1.CustomResourceDefinition, storage string, names ...string) *apiextensionsv1.CustomResourceDefinition {
+	first := crd.Spec.Versions[0]
+	crd.Spec.Versions = nil
+	for _, n := range names {
+		v := *first.DeepCopy()
+		v.Name, v.Storage = n, n == storage
+		crd.Spec.Versions = append(crd.Spec.Versions, v)
+	}
+	return crd
+}
+
+// TestInitMovesStoredObjects: on a real API server with objects stored and a tenant
+// writing throughout, a release that adds v1beta1 with the same schema and stores in
+// it is applied, init rewrites every object in v1beta1 and records it in
+// status.storedVersions; a release removing v1alpha1 is refused while objects may be
+// stored in it and applied once they are not; a new version with another schema and
+// no conversion is refused. No object loses a field and the tenant sees no error.
+func TestInitMovesStoredObjects(t *testing.T) {
+	ctx := t.Context()
+	c, cfg := onboardingServer(t, "storage")
+	install := func(crd *apiextensionsv1.CustomResourceDefinition) error {
+		return installCRD(ctx, logr.Discard(), c, cfg, crd, false)
+	}
+	if err := install(backupCRD("v1.0.0", "schedule")); err != nil {
+		t.Fatal(err)
+	}
+	backup := func(version, name string) *unstructured.Unstructured {
+		o := &unstructured.Unstructured{}
+		o.SetGroupVersionKind(schema.GroupVersionKind{Group: "upgrade.test", Version: version, Kind: "Backup"})
+		o.SetNamespace("default")
+		o.SetName(name)
+		return o
+	}
+	const stored = 200
+	before := map[string]string{} // name -> resourceVersion
+	for i := range stored {
+		o := backup("v1alpha1", fmt.Sprintf("stored-%03d", i))
+		_ = unstructured.SetNestedField(o.Object, fmt.Sprintf("daily-%d", i), "spec", "schedule")
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		before[o.GetName()] = o.GetResourceVersion()
+	}
+
+	// A tenant creating and changing its own objects through v1alpha1 the whole time.
+	var writes, writeErrs atomic.Int64
+	var firstErr atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(10 * time.Millisecond) // a tenant's pace
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			o := backup("v1alpha1", fmt.Sprintf("tenant-%03d", i%20))
+			_ = unstructured.SetNestedField(o.Object, fmt.Sprintf("hourly-%d", i), "spec", "schedule")
+			err := c.Create(ctx, o.DeepCopy())
+			if apierrors.IsAlreadyExists(err) {
+				err = c.Patch(ctx, o, client.Merge)
+			}
+			writes.Add(1)
+			if err != nil {
+				writeErrs.Add(1)
+				firstErr.CompareAndSwap(nil, err.Error())
+			}
+		}
+	}()
+
+	// A new version whose schema differs, with no conversion: refused before anything changes.
+	other := versioned(backupCRD("v1.1.0", "schedule"), "v1alpha1", "v1alpha1")
+	beta2 := *backupCRD("v1.1.0", "schedule", "bucket").Spec.Versions[0].DeepCopy()
+	beta2.Name, beta2.Storage = "v1beta2", false
+	other.Spec.Versions = append(other.Spec.Versions, beta2)
+	if err := install(other); err == nil || !strings.Contains(err.Error(), "version v1beta2") {
+		t.Errorf("a new version with another schema and no conversion: %v, want a refusal naming v1beta2", err)
+	}
+
+	// Expand: v1beta1 beside v1alpha1, stored in v1beta1.
+	start := time.Now()
+	if err := install(versioned(backupCRD("v1.1.0", "schedule"), "v1beta1", "v1alpha1", "v1beta1")); err != nil {
+		t.Fatalf("v1beta1 with v1alpha1's schema, stored in v1beta1: %v", err)
+	}
+	t.Logf("v1beta1 installed and every object moved to it in %s", time.Since(start).Round(time.Millisecond))
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "backups.upgrade.test"}, crd); err != nil {
+		t.Fatal(err)
+	}
+	if got := crd.Status.StoredVersions; len(got) != 1 || got[0] != "v1beta1" {
+		t.Errorf("status.storedVersions %v after init, want [v1beta1]", got)
+	}
+	for name, rv := range before {
+		o := backup("v1beta1", name)
+		if err := c.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+			t.Fatal(err)
+		}
+		if o.GetResourceVersion() == rv {
+			t.Errorf("%s not rewritten (resourceVersion %s as before)", name, rv)
+		}
+	}
+
+	close(stop)
+	wg.Wait()
+	t.Logf("tenant writes during the rollout: %d, failed: %d", writes.Load(), writeErrs.Load())
+	if n := writeErrs.Load(); n > 0 {
+		t.Errorf("%d tenant writes failed during the rollout, the first: %v", n, firstErr.Load())
+	}
+
+	// What a stale record would say: storedVersions naming v1alpha1 again. Removing
+	// v1alpha1 is refused then; a second migration finds every object in v1beta1
+	// already and writes none of them.
+	crd.Status.StoredVersions = []string{"v1alpha1", "v1beta1"}
+	if err := c.Status().Update(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	contract := versioned(backupCRD("v1.2.0", "schedule"), "v1beta1", "v1beta1")
+	if err := install(contract); err == nil || !strings.Contains(err.Error(), "rewrite them in the storage version first") {
+		t.Errorf("removing v1alpha1 while storedVersions names it: %v, want a refusal", err)
+	}
+	res, err := storageversion.Migrate(ctx, cfg, "backups.upgrade.test", storageversion.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Listed < stored || res.Rewritten != 0 {
+		t.Errorf("second migration: %+v, want every object listed and none rewritten", res)
+	}
+
+	// Contract: v1alpha1 removed once nothing is stored in it.
+	if err := install(contract); err != nil {
+		t.Errorf("removing v1alpha1 after the migration: %v", err)
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(schema.GroupVersionKind{Group: "upgrade.test", Version: "v1beta1", Kind: "BackupList"})
+	if err := c.List(ctx, list); err != nil {
+		t.Fatalf("listing through v1beta1 alone: %v", err)
+	}
+	got := 0
+	for _, o := range list.Items {
+		if s, _, _ := unstructured.NestedString(o.Object, "spec", "schedule"); s == "" {
+			t.Errorf("%s lost spec.schedule", o.GetName())
+		}
+		if strings.HasPrefix(o.GetName(), "stored-") {
+			got++
+		}
+	}
+	if got != stored {
+		t.Errorf("%d stored objects readable through v1beta1, want %d", got, stored)
 	}
 }

@@ -18,6 +18,8 @@ const (
 	//     spec.kcp or its Secret is not applied).
 	//   - True, ReasonVirtualWorkspaceNotWatched: serving, except the tenants of a kcp
 	//     shard whose virtual workspace cannot be watched yet (retried).
+	//   - True, ReasonAPIReleaseHeld: serving through an APIExport of a newer API
+	//     release, whose schemas this binary left as they are.
 	//   - False, a failure reason: not serving; the current spec.kcp never worked in
 	//     this process.
 	//   - False, ReasonKCPNotConfigured: spec.kcp is not set.
@@ -48,6 +50,11 @@ const (
 	// ReasonKCPStartFailed: any other failure to start kcp mode (e.g. provisioning the
 	// APIExport).
 	ReasonKCPStartFailed = "KCPStartFailed"
+	// ReasonAPIReleaseHeld (status True): kcp mode serves, through an APIExport that
+	// carries a newer API release than this binary's, whose schemas it left as they
+	// are (an older replica mid-rollout, a rollback without --allow-api-downgrade);
+	// also when re-checking the export failed.
+	ReasonAPIReleaseHeld = "APIReleaseHeld"
 	// ReasonVirtualWorkspaceNotWatched (with status True): kcp mode runs, but a
 	// virtual workspace the APIExportEndpointSlice lists (one kcp shard's) cannot be
 	// watched yet, so the tenants on that shard are not served; the runtime retries

@@ -278,5 +278,7 @@ func (o *localOptions) serve(ctx context.Context, out io.Writer, repo, state str
 		return nil
 	case err := <-l.platform.Failed():
 		return err
+	case <-l.platform.KCP.Exited():
+		return l.platform.KCP.ExitErr()
 	}
 }

@@ -51,7 +51,10 @@ func (s *Supervisor) newRun(ctx context.Context, want kcpSettings) (_ *kcpRun, e
 	if err != nil {
 		return nil, fmt.Errorf("provider workspace client: %w", err)
 	}
-	provisioned, err := apiexport.Provision(ctx, provClient, surface, apiexport.Options{})
+	provision := func(ctx context.Context) (*apiexport.Provisioned, error) {
+		return apiexport.Provision(ctx, provClient, surface, apiexport.Options{AllowDowngrade: opts.AllowAPIDowngrade})
+	}
+	provisioned, err := provision(ctx)
 	metrics.APIExportProvisioned(opts.Name, err)
 	if err != nil {
 		return nil, fmt.Errorf("provisioning APIExport %q in %s: %w", surface.ExportName, want.workspace, err)
@@ -84,7 +87,11 @@ func (s *Supervisor) newRun(ctx context.Context, want kcpSettings) (_ *kcpRun, e
 	if err != nil {
 		return nil, fmt.Errorf("virtual workspace probe: %w", err)
 	}
-	run := &kcpRun{workspace: want.workspace, digest: want.digest, cancel: cancel, done: make(chan struct{}), mgr: mgr, vw: vw}
+	run := &kcpRun{workspace: want.workspace, digest: want.digest, cancel: cancel, done: make(chan struct{}), mgr: mgr, vw: vw,
+		provision: provision, held: provisioned.Held}
+	if run.held != "" {
+		log.FromContext(ctx).Info("the APIExport is left at a newer API release", "why", run.held)
+	}
 	run.start = func() {
 		defer close(run.done)
 		if err := mgr.Start(runCtx); err != nil {

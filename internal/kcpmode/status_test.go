@@ -1,6 +1,7 @@
 package kcpmode
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 )
@@ -99,6 +101,54 @@ func TestKCPModeReport(t *testing.T) {
 
 	other.report(ctx, read(), metav1.ConditionFalse, v1alpha1.ReasonKCPNotConfigured, "off")
 	want(otherRec, metav1.ConditionFalse, v1alpha1.ReasonKCPNotConfigured, "off", "Normal NotConfigured off")
+}
+
+// TestReportHeldRelease: a run whose export is of a newer API release says so on the
+// ProviderConfig (APIReleaseHeld, a Warning) and, once a re-check finds the export at
+// its own release, is Active again; a re-check that fails keeps the run serving and
+// says why.
+func TestReportHeldRelease(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := widget.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	pf := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&widget.WidgetConfig{}).
+		WithObjects(&widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: "widgets"}}).Build()
+	rec := events.NewFakeRecorder(10)
+	sup := &Supervisor{opts: Options{Platform: pf}, events: rec}
+	ctx := t.Context()
+	condition := func() *metav1.Condition {
+		pc := &widget.WidgetConfig{}
+		if err := pf.Get(ctx, client.ObjectKey{Name: "widgets"}, pc); err != nil {
+			t.Fatal(err)
+		}
+		sup.reportActive(ctx, pc, sup.current)
+		if err := pf.Get(ctx, client.ObjectKey{Name: "widgets"}, pc); err != nil {
+			t.Fatal(err)
+		}
+		return meta.FindStatusCondition(pc.Status.Conditions, v1alpha1.ConditionKCPMode)
+	}
+	export := &apiexport.Provisioned{Held: "APIExport widgets carries API release v1.2.0, newer than this binary's v1.1.0"}
+	var provisionErr error
+	sup.current = &kcpRun{workspace: "root:widgets", held: export.Held,
+		provision: func(context.Context) (*apiexport.Provisioned, error) { return export, provisionErr }}
+
+	if c := condition(); c.Reason != v1alpha1.ReasonAPIReleaseHeld || !strings.Contains(c.Message, "newer than this binary's v1.1.0") {
+		t.Errorf("condition %+v, want APIReleaseHeld naming the releases", c)
+	}
+	if e := <-rec.Events; !strings.HasPrefix(e, "Warning APIReleaseHeld") {
+		t.Errorf("event %q, want a Warning APIReleaseHeld", e)
+	}
+	export = &apiexport.Provisioned{}
+	sup.current.recheckExport(ctx)
+	if c := condition(); c.Reason != v1alpha1.ReasonKCPActive {
+		t.Errorf("condition %+v after the export is at this binary's release, want Active", c)
+	}
+	provisionErr = errors.New("kcp unreachable")
+	sup.current.recheckExport(ctx)
+	if c := condition(); c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "re-checking the APIExport failed: kcp unreachable") {
+		t.Errorf("condition %+v after a failed re-check, want True saying why", c)
+	}
 }
 
 // TestClassify: what kcp answers decides the KCPMode reason, and a reason given

@@ -60,6 +60,9 @@ type Options struct {
 	// EventSource is the reporting controller of the events on the ProviderConfig;
 	// Replica their reporting instance.
 	EventSource, Replica string
+	// AllowAPIDowngrade lets provisioning move an export of a newer API release back
+	// (apiexport.Options.AllowDowngrade).
+	AllowAPIDowngrade bool
 	// NewManager builds kcp mode's manager, not started, for a configuration that
 	// works. ctx ends when the run ends.
 	NewManager func(ctx context.Context, c Connection) (mcmanager.Manager, error)
@@ -147,6 +150,11 @@ type kcpRun struct {
 	mgr       mcmanager.Manager
 	// vw tells whether the virtual workspace answers (checks.go).
 	vw *vwProbe
+	// provision provisions the export again (the re-check of each pass, see
+	// recheckExport); held is what the last provisioning said of an export of a newer
+	// API release, or why the last re-check failed.
+	provision func(ctx context.Context) (*apiexport.Provisioned, error)
+	held      string
 	// unwatched, when the manager's provider reports it, lists the virtual
 	// workspaces the endpoint slice publishes that kcp mode cannot watch yet.
 	unwatched func() []kcpprovider.Unwatched
@@ -292,6 +300,7 @@ func (s *Supervisor) sync(ctx context.Context, logger logr.Logger, poke func()) 
 	case running != nil && running.digest == want.digest:
 		s.failing = kcpFailing{}
 		s.setErr(nil)
+		running.recheckExport(ctx)
 		s.reportActive(ctx, pc, running)
 		return resync
 	}
@@ -355,7 +364,29 @@ func (s *Supervisor) reportActive(ctx context.Context, pc provider.ProviderConfi
 			fmt.Sprintf("kcp mode serves the APIExport of workspace %s, but not the tenants on a kcp shard: %v", run.workspace, err))
 		return
 	}
+	if run.held != "" {
+		s.report(ctx, pc, metav1.ConditionTrue, v1alpha1.ReasonAPIReleaseHeld,
+			fmt.Sprintf("kcp mode serves the APIExport of workspace %s; %s", run.workspace, run.held))
+		return
+	}
 	s.report(ctx, pc, metav1.ConditionTrue, v1alpha1.ReasonKCPActive, "kcp mode serves the APIExport of workspace "+run.workspace)
+}
+
+// recheckExport provisions the export again while kcp mode runs, at each pass of the
+// supervisor (a change of spec.kcp or its Secret, else every kcpResync): an export
+// moved back by a binary without the release guard is moved forward again, and one
+// moved forward by a newer replica is left alone and reported (held).
+func (r *kcpRun) recheckExport(ctx context.Context) {
+	if r.provision == nil {
+		return
+	}
+	p, err := r.provision(ctx)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "re-checking the APIExport; serving on")
+		r.held = "re-checking the APIExport failed: " + err.Error()
+		return
+	}
+	r.held = p.Held
 }
 
 // notWatched says which virtual workspaces the run cannot watch, and why; nil when

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -308,6 +309,45 @@ func (k *KCP) stopWithin(grace time.Duration) error {
 		return fmt.Errorf("stopping kcp: %w", err)
 	}
 	return nil
+}
+
+// Exited is closed when a kcp process running now ends (for a sharded kcp, any of
+// its processes), with the reason in ExitErr; a long-running starter such as `local`
+// reports that instead of leaving clients to find a closed port.
+func (k *KCP) Exited() <-chan struct{} {
+	procs := k.procs()
+	if len(procs) == 1 {
+		return procs[0].Done()
+	}
+	out := make(chan struct{})
+	var once sync.Once
+	for _, p := range procs {
+		go func() {
+			<-p.Done()
+			once.Do(func() { close(out) })
+		}()
+	}
+	return out
+}
+
+// ExitErr says why a process Exited watches ended, with the tail of kcp's log; nil
+// while they all run.
+func (k *KCP) ExitErr() error {
+	for _, p := range k.procs() {
+		if p.Exited() {
+			return fmt.Errorf("%s exited: %w; last lines of %s:\n%s", p.Name, p.Ended(), p.Log, LogTail(p.Log, 30))
+		}
+	}
+	return nil
+}
+
+func (k *KCP) procs() []*Process {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.sharded != nil {
+		return slices.Clone(k.sharded.procs)
+	}
+	return []*Process{k.proc}
 }
 
 // Restart stops kcp and starts it again with the same root directory, ports and

@@ -51,6 +51,13 @@ func TestLocal(t *testing.T) {
 	}
 	localEnv := append(slices.Clone(userEnv), localenv.AssetsEnv+"=", "KSP_CACHE_DIR="+filepath.Dir(filepath.Dir(assets)))
 
+	// kcp's log is in the state folder, which the test removes: on a failure its tail
+	// says whether kcp ended and why.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last lines of kcp's log:\n%s", localenv.LogTail(filepath.Join(state, "logs", "kcp.log"), 60))
+		}
+	})
 	start := time.Now()
 	local := startProc(t, "local", bin, []string{"local", "--state-dir=" + state, "--repo-root=" + repo}, localEnv)
 	banner := waitFor(ctx, t, local, "Press Ctrl-C", 10*time.Minute)

@@ -1,0 +1,217 @@
+package storageversion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/endpoints/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+)
+
+// Options tune [Migrate]. The zero value is usable.
+type Options struct {
+	// PageSize is how many objects one list call returns. Default 500.
+	PageSize int64
+	// Workers rewrite objects in parallel. Default 4.
+	Workers int
+	// PollInterval is how often Migrate looks whether the API server writes in the
+	// new storage version yet. Default 200 ms.
+	PollInterval time.Duration
+}
+
+// Result says what Migrate did.
+type Result struct {
+	// From are the CRD's stored versions before; To its storage version, which is
+	// all status.storedVersions names afterwards.
+	From []string
+	To   string
+	// Listed objects were found; Rewritten of them have a new resourceVersion: they
+	// were written again, or changed by someone else meanwhile. The others were stored
+	// in To already, which the API server does not write twice.
+	Listed, Rewritten int
+}
+
+// Needed reports whether crd has objects that may be stored in a version other than
+// its storage version.
+func Needed(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	storage := storageVersion(crd)
+	return storage != "" && !slices.Equal(crd.Status.StoredVersions, []string{storage})
+}
+
+// Migrate rewrites every object of the CRD named name in its storage version and
+// then records that in status.storedVersions. It waits until the API server announces
+// (in discovery's storage version hash) that it writes in that version, so no object
+// written before the switch is missed. Each object gets an empty merge patch: the API
+// server decodes it, encodes it in the storage version and writes it only when the
+// bytes differ, so fields, status and generation stay as they are, an object stored
+// in the new version already is not written again, and a tenant's concurrent write
+// never conflicts. A storage version changed again meanwhile is an error; running
+// Migrate again finishes the work.
+func Migrate(ctx context.Context, cfg *rest.Config, name string, opts Options) (Result, error) {
+	if opts.PageSize <= 0 {
+		opts.PageSize = 500
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = 200 * time.Millisecond
+	}
+	crds, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return Result{}, fmt.Errorf("CRD client: %w", err)
+	}
+	crd, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return Result{}, fmt.Errorf("reading CRD %s: %w", name, err)
+	}
+	res := Result{From: slices.Clone(crd.Status.StoredVersions), To: storageVersion(crd)}
+	if !Needed(crd) {
+		return res, nil
+	}
+	gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: res.To, Resource: crd.Spec.Names.Plural}
+	if err := waitForStorage(ctx, crds, gvr, crd.Spec.Names.Kind, opts.PollInterval); err != nil {
+		return res, fmt.Errorf("CRD %s: %w", name, err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return res, fmt.Errorf("dynamic client: %w", err)
+	}
+	if res.Listed, res.Rewritten, err = rewriteAll(ctx, dyn.Resource(gvr), opts); err != nil {
+		return res, fmt.Errorf("rewriting the objects of CRD %s in %s: %w", name, res.To, err)
+	}
+	if err := recordStored(ctx, crds, name, res.To); err != nil {
+		return res, fmt.Errorf("CRD %s: %w", name, err)
+	}
+	return res, nil
+}
+
+// waitForStorage polls discovery until the resource's storage version hash is the one
+// of gvr's version: the API server's handler for the CRD writes in it from then on.
+func waitForStorage(ctx context.Context, crds apiextensionsclient.Interface, gvr schema.GroupVersionResource, kind string, interval time.Duration) error {
+	want := discovery.StorageVersionHash(gvr.Group, gvr.Version, kind)
+	last := "not announced yet"
+	err := wait.PollUntilContextTimeout(ctx, interval, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := crds.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		for _, r := range list.APIResources {
+			if r.Name == gvr.Resource {
+				if r.StorageVersionHash == want {
+					return true, nil
+				}
+				last = "discovery announces another storage version"
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting until the API server writes in %s (%s): %w", gvr.Version, last, err)
+	}
+	return nil
+}
+
+// rewriteAll pages through every object and gives each an empty merge patch.
+func rewriteAll(ctx context.Context, r dynamic.NamespaceableResourceInterface, opts Options) (listed, rewritten int, err error) {
+	type ref struct{ namespace, name, resourceVersion string }
+	refs := make(chan ref)
+	var count atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, opts.Workers)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for w := range opts.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for o := range refs {
+				got, err := r.Namespace(o.namespace).Patch(wctx, o.name, types.MergePatchType, []byte("{}"), metav1.PatchOptions{})
+				switch {
+				case apierrors.IsNotFound(err):
+					continue // deleted meanwhile: nothing left to move
+				case err != nil:
+					errs[w] = fmt.Errorf("%s/%s: %w", o.namespace, o.name, err)
+					cancel()
+					return
+				}
+				if got.GetResourceVersion() != o.resourceVersion {
+					count.Add(1)
+				}
+			}
+		}()
+	}
+	var listErr error
+	cont := ""
+	for {
+		page, err := r.List(wctx, metav1.ListOptions{Limit: opts.PageSize, Continue: cont})
+		if err != nil {
+			listErr = fmt.Errorf("listing: %w", err)
+			break
+		}
+		sent := true
+		for _, item := range page.Items {
+			select {
+			case refs <- ref{item.GetNamespace(), item.GetName(), item.GetResourceVersion()}:
+				listed++
+			case <-wctx.Done():
+				sent = false
+			}
+			if !sent {
+				break
+			}
+		}
+		if cont = page.GetContinue(); cont == "" || !sent {
+			break
+		}
+	}
+	close(refs)
+	wg.Wait()
+	if err := errors.Join(append(errs, listErr)...); err != nil {
+		return listed, int(count.Load()), err
+	}
+	return listed, int(count.Load()), ctx.Err()
+}
+
+// recordStored sets status.storedVersions to the storage version alone, unless the
+// storage version changed while the objects were rewritten.
+func recordStored(ctx context.Context, crds apiextensionsclient.Interface, name, storage string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crd, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading: %w", err)
+		}
+		if now := storageVersion(crd); now != storage {
+			return fmt.Errorf("the storage version moved from %s to %s while objects were rewritten; run the migration again", storage, now)
+		}
+		crd.Status.StoredVersions = []string{storage}
+		if _, err := crds.ApiextensionsV1().CustomResourceDefinitions().UpdateStatus(ctx, crd, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("recording status.storedVersions [%s]: %w", storage, err)
+		}
+		return nil
+	})
+}
+
+func storageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			return v.Name
+		}
+	}
+	return ""
+}
