@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -139,6 +140,14 @@ func startKCPEnvOn(ctx context.Context, t *testing.T, shards int, opts builder.O
 	opts.Platform, opts.Namespace = p.Platform.Config, "default"
 	if opts.RetryInterval == 0 {
 		opts.RetryInterval = time.Second
+	}
+	// Whatever a test wraps, no Widget is ever written whole (harness.WholeObjectUpdates).
+	noPuts, wrap := harness.WholeObjectUpdates(t, "widgets"), opts.WrapTransport
+	opts.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		if wrap != nil {
+			rt = wrap(rt)
+		}
+		return noPuts(rt)
 	}
 	harness.Background(ctx, t, "runtime", func(ctx context.Context) error { return e.rt.Start(ctx, opts) })
 

@@ -43,7 +43,7 @@ func startRuntime(ctx context.Context, t *testing.T, p *harness.Standard) {
 	harness.Background(ctx, t, "runtime", func(ctx context.Context) error {
 		return rt.Start(ctx, builder.Options{
 			Platform: p.Platform.Platform.Config, Onboarding: p.Onboarding.Config, Namespace: "default",
-			RetryInterval: time.Second,
+			RetryInterval: time.Second, WrapTransport: harness.WholeObjectUpdates(t, "widgets"),
 		})
 	})
 }
