@@ -16,11 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/apichange"
+	"github.com/openmcp-project/kcp-serviceprovider/storageversion"
 )
 
 // Options tune [Provision]. The zero value is usable.
@@ -68,6 +70,12 @@ var conflictBackoff = wait.Backoff{Steps: 10, Duration: 20 * time.Millisecond, F
 // "h<hash>.<plural>.<group>" where hash is a short digest of the schema's content: the
 // same CRD always yields the same name, any change to it a different one.
 func SchemaFor(crd *apiextensionsv1.CustomResourceDefinition) (*apisv1alpha1.APIResourceSchema, error) {
+	if crd.Spec.Conversion == nil && len(crd.Spec.Versions) > 1 {
+		// controller-gen writes no spec.conversion and the API server defaults it to
+		// None; kcp's converter refuses several versions unless it is said.
+		crd = crd.DeepCopy()
+		crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+	}
 	// Convert once with a placeholder to get the content, then name it after that.
 	probe, err := apisv1alpha1.CRDToAPIResourceSchema(crd, "x")
 	if err != nil {
@@ -203,8 +211,12 @@ func upsertExport(ctx context.Context, c client.Client, name string, resources [
 		case ours != "":
 			want.Annotations = releaseAnnotation(want.Annotations, ours)
 		}
-		if err := checkSchemaMoves(ctx, c, have, want.Spec.Resources, resources, crds); err != nil {
+		stale, err := checkSchemaMoves(ctx, c, have, want.Spec.Resources, resources, crds)
+		if err != nil {
 			return err
+		}
+		for _, key := range stale {
+			delete(want.Annotations, key)
 		}
 		if equality.Semantic.DeepEqual(have.Spec, want.Spec) && equality.Semantic.DeepEqual(have.Annotations, want.Annotations) {
 			return nil
@@ -249,10 +261,12 @@ func releaseAnnotation(annotations map[string]string, release string) map[string
 // anything is written. kcp moves every binding to the export's schema within seconds
 // and, with conversion None, prunes objects to the schema they are read through; a
 // replica of an older release provisioning its schema back would drop a newer field
-// in every workspace. kcp records no stored versions, so a version is never taken as
-// unused.
+// in every workspace. A version counts as unused only when the export's record says
+// every object is stored in the schema's storage version (package storageversion); a
+// move to another storage version makes that record stale, and checkSchemaMoves
+// returns the keys of such records, for the caller to drop in the same write.
 func checkSchemaMoves(ctx context.Context, c client.Client, have *apisv1alpha2.APIExport, next, ours []apisv1alpha2.ResourceSchema,
-	crds []*apiextensionsv1.CustomResourceDefinition) error {
+	crds []*apiextensionsv1.CustomResourceDefinition) (stale []string, err error) {
 	for i, r := range ours {
 		j := slices.IndexFunc(have.Spec.Resources, func(o apisv1alpha2.ResourceSchema) bool { return o.Group == r.Group && o.Name == r.Name })
 		if j < 0 || have.Spec.Resources[j].Schema == r.Schema || i >= len(crds) {
@@ -268,24 +282,32 @@ func checkSchemaMoves(ctx context.Context, c client.Client, have *apisv1alpha2.A
 			if apierrors.IsNotFound(err) {
 				continue // nothing is served through a schema that does not exist
 			}
-			return fmt.Errorf("reading APIResourceSchema %s the export serves: %w", have.Spec.Resources[j].Schema, err)
+			return nil, fmt.Errorf("reading APIResourceSchema %s the export serves: %w", have.Spec.Resources[j].Schema, err)
 		}
-		served, err := crdOf(current)
+		key := storageversion.RecordKey(schema.GroupResource{Group: r.Group, Resource: r.Name})
+		served, err := crdOf(current, have.Annotations[key])
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if err := apichange.Compare(served, crds[i]).Err(); err != nil {
-			return fmt.Errorf("refusing to move %s.%s from APIResourceSchema %s to %s, which stays served: %w",
+		verdict := apichange.Compare(served, crds[i])
+		if err := verdict.Err(); err != nil {
+			return nil, fmt.Errorf("refusing to move %s.%s from APIResourceSchema %s to %s, which stays served: %w",
 				r.Name, r.Group, current.Name, r.Schema, err)
 		}
+		if verdict.StorageFrom != verdict.StorageTo {
+			stale = append(stale, key)
+		}
 	}
-	return nil
+	return stale, nil
 }
 
-// crdOf is a schema as the CRD apichange compares, every version taken as stored.
-func crdOf(s *apisv1alpha1.APIResourceSchema) (*apiextensionsv1.CustomResourceDefinition, error) {
+// crdOf is a schema as the CRD apichange compares. Every version is taken as stored,
+// unless stored (the export's record, package storageversion) says every object is in
+// the schema's storage version.
+func crdOf(s *apisv1alpha1.APIResourceSchema, stored string) (*apiextensionsv1.CustomResourceDefinition, error) {
 	c := &apiextensionsv1.CustomResourceDefinition{}
 	c.Name = s.Spec.Names.Plural + "." + s.Spec.Group
+	recorded := false
 	for _, v := range s.Spec.Versions {
 		props := &apiextensionsv1.JSONSchemaProps{}
 		if len(v.Schema.Raw) > 0 {
@@ -296,6 +318,12 @@ func crdOf(s *apisv1alpha1.APIResourceSchema) (*apiextensionsv1.CustomResourceDe
 		c.Spec.Versions = append(c.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{Name: v.Name, Served: v.Served, Storage: v.Storage,
 			Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: props}})
 		c.Status.StoredVersions = append(c.Status.StoredVersions, v.Name)
+		if v.Storage && v.Name == stored {
+			recorded = true
+		}
+	}
+	if recorded {
+		c.Status.StoredVersions = []string{stored}
 	}
 	return c, nil
 }

@@ -82,14 +82,21 @@ func surface(t *testing.T, exportName string, crd *apiextensionsv1.CustomResourc
 	return s
 }
 
+// providerWorkspace starts a real kcp with a provider workspace and returns a context
+// bounding the test, kcp, the workspace's path and a client of it.
+func providerWorkspace(t *testing.T) (context.Context, *harness.KCP, logicalcluster.Path, client.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	k := harness.StartKCP(t)
+	providerPath, _ := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "provider")
+	return ctx, k, providerPath, k.ClientFor(t, providerPath)
+}
+
 // TestProvision runs the provisioning scenarios against one real kcp, in order: each
 // builds on the export the previous one left behind.
 func TestProvision(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	k := harness.StartKCP(t)
-	providerPath, _ := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "provider")
-	c := k.ClientFor(t, providerPath)
+	ctx, k, providerPath, c := providerWorkspace(t)
 	opts := apiexport.Options{Timeout: time.Minute}
 
 	var first *apiexport.Provisioned

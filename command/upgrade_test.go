@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -122,19 +120,6 @@ func TestInitRefusesLossyChanges(t *testing.T) {
 	}
 }
 
-// versioned is crd with the versions names, each with the schema of its first
-// version, storage the one stored.
-func versioned(crd *apiextensionsv1.CustomResourceDefinition, storage string, names ...string) *apiextensionsv1.CustomResourceDefinition {
-	first := crd.Spec.Versions[0]
-	crd.Spec.Versions = nil
-	for _, n := range names {
-		v := *first.DeepCopy()
-		v.Name, v.Storage = n, n == storage
-		crd.Spec.Versions = append(crd.Spec.Versions, v)
-	}
-	return crd
-}
-
 // TestInitMovesStoredObjects: on a real API server with objects stored and a tenant
 // writing throughout, a release that adds v1beta1 with the same schema and stores in
 // it is applied, init rewrites every object in v1beta1 and records it in
@@ -169,37 +154,18 @@ func TestInitMovesStoredObjects(t *testing.T) {
 	}
 
 	// A tenant creating and changing its own objects through v1alpha1 the whole time.
-	var writes, writeErrs atomic.Int64
-	var firstErr atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(10 * time.Millisecond) // a tenant's pace
-		defer tick.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			o := backup("v1alpha1", fmt.Sprintf("tenant-%03d", i%20))
-			_ = unstructured.SetNestedField(o.Object, fmt.Sprintf("hourly-%d", i), "spec", "schedule")
-			err := c.Create(ctx, o.DeepCopy())
-			if apierrors.IsAlreadyExists(err) {
-				err = c.Patch(ctx, o, client.Merge)
-			}
-			writes.Add(1)
-			if err != nil {
-				writeErrs.Add(1)
-				firstErr.CompareAndSwap(nil, err.Error())
-			}
+	tenant := harness.StartTenantWrites(ctx, 10*time.Millisecond, func(ctx context.Context, i int) error {
+		o := backup("v1alpha1", fmt.Sprintf("tenant-%03d", i%20))
+		_ = unstructured.SetNestedField(o.Object, fmt.Sprintf("hourly-%d", i), "spec", "schedule")
+		err := c.Create(ctx, o.DeepCopy())
+		if apierrors.IsAlreadyExists(err) {
+			err = c.Patch(ctx, o, client.Merge)
 		}
-	}()
+		return err
+	})
 
 	// A new version whose schema differs, with no conversion: refused before anything changes.
-	other := versioned(backupCRD("v1.1.0", "schedule"), "v1alpha1", "v1alpha1")
+	other := harness.WithVersions(backupCRD("v1.1.0", "schedule"), "v1alpha1", "v1alpha1")
 	beta2 := *backupCRD("v1.1.0", "schedule", "bucket").Spec.Versions[0].DeepCopy()
 	beta2.Name, beta2.Storage = "v1beta2", false
 	other.Spec.Versions = append(other.Spec.Versions, beta2)
@@ -209,7 +175,7 @@ func TestInitMovesStoredObjects(t *testing.T) {
 
 	// Expand: v1beta1 beside v1alpha1, stored in v1beta1.
 	start := time.Now()
-	if err := install(versioned(backupCRD("v1.1.0", "schedule"), "v1beta1", "v1alpha1", "v1beta1")); err != nil {
+	if err := install(harness.WithVersions(backupCRD("v1.1.0", "schedule"), "v1beta1", "v1alpha1", "v1beta1")); err != nil {
 		t.Fatalf("v1beta1 with v1alpha1's schema, stored in v1beta1: %v", err)
 	}
 	t.Logf("v1beta1 installed and every object moved to it in %s", time.Since(start).Round(time.Millisecond))
@@ -230,12 +196,7 @@ func TestInitMovesStoredObjects(t *testing.T) {
 		}
 	}
 
-	close(stop)
-	wg.Wait()
-	t.Logf("tenant writes during the rollout: %d, failed: %d", writes.Load(), writeErrs.Load())
-	if n := writeErrs.Load(); n > 0 {
-		t.Errorf("%d tenant writes failed during the rollout, the first: %v", n, firstErr.Load())
-	}
+	tenant.Stop(t)
 
 	// What a stale record would say: storedVersions naming v1alpha1 again. Removing
 	// v1alpha1 is refused then; a second migration finds every object in v1beta1
@@ -244,7 +205,7 @@ func TestInitMovesStoredObjects(t *testing.T) {
 	if err := c.Status().Update(ctx, crd); err != nil {
 		t.Fatal(err)
 	}
-	contract := versioned(backupCRD("v1.2.0", "schedule"), "v1beta1", "v1beta1")
+	contract := harness.WithVersions(backupCRD("v1.2.0", "schedule"), "v1beta1", "v1beta1")
 	if err := install(contract); err == nil || !strings.Contains(err.Error(), "rewrite them in the storage version first") {
 		t.Errorf("removing v1alpha1 while storedVersions names it: %v, want a refusal", err)
 	}

@@ -13,6 +13,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -129,63 +130,84 @@ func waitForStorage(ctx context.Context, crds apiextensionsclient.Interface, gvr
 
 // rewriteAll pages through every object and gives each an empty merge patch.
 func rewriteAll(ctx context.Context, r dynamic.NamespaceableResourceInterface, opts Options) (listed, rewritten int, err error) {
-	type ref struct{ namespace, name, resourceVersion string }
-	refs := make(chan ref)
+	return rewriteEach(ctx, opts.Workers, func(ctx context.Context, emit emitFunc) error {
+		return pages(ctx, r, opts.PageSize, func(item *unstructured.Unstructured) bool {
+			ns, name := item.GetNamespace(), item.GetName()
+			return emit(item.GetResourceVersion(), func(ctx context.Context) (*unstructured.Unstructured, error) {
+				return r.Namespace(ns).Patch(ctx, name, types.MergePatchType, []byte("{}"), metav1.PatchOptions{})
+			})
+		})
+	})
+}
+
+// An emitFunc hands one listed object, by its resourceVersion and how to rewrite it,
+// to the workers; false means stop listing.
+type emitFunc func(resourceVersion string, rewrite func(context.Context) (*unstructured.Unstructured, error)) bool
+
+// rewriteEach rewrites every object list emits on workers goroutines, counting those
+// listed and those whose resourceVersion changed. An object deleted meanwhile is
+// skipped; any other error stops it.
+func rewriteEach(ctx context.Context, workers int, list func(context.Context, emitFunc) error) (listed, rewritten int, err error) {
+	type job struct {
+		resourceVersion string
+		rewrite         func(context.Context) (*unstructured.Unstructured, error)
+	}
+	jobs := make(chan job)
 	var count atomic.Int64
 	var wg sync.WaitGroup
-	errs := make([]error, opts.Workers)
+	errs := make([]error, workers+1)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for w := range opts.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for o := range refs {
-				got, err := r.Namespace(o.namespace).Patch(wctx, o.name, types.MergePatchType, []byte("{}"), metav1.PatchOptions{})
+	for w := range workers {
+		wg.Go(func() {
+			for j := range jobs {
+				got, err := j.rewrite(wctx)
 				switch {
 				case apierrors.IsNotFound(err):
-					continue // deleted meanwhile: nothing left to move
 				case err != nil:
-					errs[w] = fmt.Errorf("%s/%s: %w", o.namespace, o.name, err)
+					errs[w] = err
 					cancel()
 					return
-				}
-				if got.GetResourceVersion() != o.resourceVersion {
+				case got.GetResourceVersion() != j.resourceVersion:
 					count.Add(1)
 				}
 			}
-		}()
+		})
 	}
-	var listErr error
-	cont := ""
-	for {
-		page, err := r.List(wctx, metav1.ListOptions{Limit: opts.PageSize, Continue: cont})
-		if err != nil {
-			listErr = fmt.Errorf("listing: %w", err)
-			break
+	errs[workers] = list(wctx, func(rv string, rewrite func(context.Context) (*unstructured.Unstructured, error)) bool {
+		select {
+		case jobs <- job{rv, rewrite}:
+			listed++
+			return true
+		case <-wctx.Done():
+			return false
 		}
-		sent := true
-		for _, item := range page.Items {
-			select {
-			case refs <- ref{item.GetNamespace(), item.GetName(), item.GetResourceVersion()}:
-				listed++
-			case <-wctx.Done():
-				sent = false
-			}
-			if !sent {
-				break
-			}
-		}
-		if cont = page.GetContinue(); cont == "" || !sent {
-			break
-		}
-	}
-	close(refs)
+	})
+	close(jobs)
 	wg.Wait()
-	if err := errors.Join(append(errs, listErr)...); err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return listed, int(count.Load()), err
 	}
 	return listed, int(count.Load()), ctx.Err()
+}
+
+// pages lists every object of r, page by page, calling each until it returns false.
+func pages(ctx context.Context, r dynamic.ResourceInterface, size int64, each func(*unstructured.Unstructured) bool) error {
+	cont := ""
+	for {
+		page, err := r.List(ctx, metav1.ListOptions{Limit: size, Continue: cont})
+		if err != nil {
+			return fmt.Errorf("listing: %w", err)
+		}
+		for i := range page.Items {
+			if !each(&page.Items[i]) {
+				return nil
+			}
+		}
+		if cont = page.GetContinue(); cont == "" {
+			return nil
+		}
+	}
 }
 
 // recordStored sets status.storedVersions to the storage version alone, unless the

@@ -44,13 +44,17 @@ func (s *Supervisor) Healthz(*http.Request) error {
 // rolling updates.
 func (s *Supervisor) Readyz(req *http.Request) error {
 	s.mu.Lock()
-	started, run, lastErr, wanted := s.started, s.current, s.lastErr, s.wanted
+	started, read, run, lastErr, wanted := s.started, s.read, s.current, s.lastErr, s.wanted
 	s.mu.Unlock()
 	switch {
 	case !started:
 		return errors.New("kcp supervisor not started")
 	case run == nil && lastErr != nil:
 		return fmt.Errorf("kcp mode not running: %w", lastErr)
+	case !read:
+		// Until the ProviderConfig is read, whether kcp mode is wanted is unknown: a
+		// replica ready before that would let a rollout take the serving one away.
+		return errors.New("kcp supervisor has not read the ProviderConfig yet")
 	case run == nil && wanted:
 		return errors.New("kcp mode starting")
 	case run == nil:

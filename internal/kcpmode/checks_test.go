@@ -23,6 +23,12 @@ func TestChecks(t *testing.T) {
 	s.mu.Lock()
 	s.started = true
 	s.mu.Unlock()
+	if err := s.Readyz(req); err == nil || !strings.Contains(err.Error(), "not read the ProviderConfig") {
+		t.Errorf("before the first pass: %v", err)
+	}
+	s.mu.Lock()
+	s.read = true
+	s.mu.Unlock()
 	if err := s.Readyz(req); err != nil {
 		t.Errorf("spec.kcp not set: %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
+	"github.com/openmcp-project/kcp-serviceprovider/storageversion"
 )
 
 // newRun checks want against kcp and builds its kcp-mode manager without starting it:
@@ -92,8 +93,25 @@ func (s *Supervisor) newRun(ctx context.Context, want kcpSettings) (_ *kcpRun, e
 	if run.held != "" {
 		log.FromContext(ctx).Info("the APIExport is left at a newer API release", "why", run.held)
 	}
+	run.migrateStorage = func() {
+		if !run.migrating.CompareAndSwap(false, true) {
+			return // one migration at a time
+		}
+		go func() {
+			defer run.migrating.Store(false)
+			logger := log.FromContext(ctx)
+			results, err := storageversion.MigrateExport(runCtx, provClient, vwCfg, surface.ExportName, storageversion.Options{})
+			for _, r := range results {
+				logger.Info("stored objects moved to the storage version in every workspace", "export", surface.ExportName, "to", r.To, "objects", r.Listed, "rewritten", r.Rewritten)
+			}
+			if err != nil && runCtx.Err() == nil {
+				logger.Error(err, "moving stored objects to the storage version; tried again at the next pass", "export", surface.ExportName)
+			}
+		}()
+	}
 	run.start = func() {
 		defer close(run.done)
+		run.migrateStorage()
 		if err := mgr.Start(runCtx); err != nil {
 			log.FromContext(ctx).Error(err, "kcp mode manager stopped")
 			s.setErr(err)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -115,8 +116,9 @@ type Supervisor struct {
 	// lastErr is why the current spec.kcp does not run (nil when it runs or is not
 	// set), for the readiness check.
 	lastErr error
-	// wanted says whether the last readable ProviderConfig had spec.kcp.
-	wanted bool
+	// wanted says whether the last readable ProviderConfig had spec.kcp; read says
+	// one was read (or found missing) at all.
+	wanted, read bool
 	// passSince is when the pass in progress started; zero between passes. A pass
 	// that never ends (a wedged start or stop) fails the liveness check.
 	passSince time.Time
@@ -155,6 +157,11 @@ type kcpRun struct {
 	// API release, or why the last re-check failed.
 	provision func(ctx context.Context) (*apiexport.Provisioned, error)
 	held      string
+	// migrateStorage starts moving stored objects to the storage version of the
+	// export's schemas (package storageversion), unless a migration runs; it returns
+	// at once. Each pass calls it, so a failed migration is tried again.
+	migrateStorage func()
+	migrating      atomic.Bool
 	// unwatched, when the manager's provider reports it, lists the virtual
 	// workspaces the endpoint slice publishes that kcp mode cannot watch yet.
 	unwatched func() []kcpprovider.Unwatched
@@ -280,7 +287,7 @@ func (s *Supervisor) sync(ctx context.Context, logger logr.Logger, poke func()) 
 	}
 	s.mu.Lock()
 	running := s.current
-	s.wanted = pc != nil && kcpOf(pc) != nil
+	s.wanted, s.read = pc != nil && kcpOf(pc) != nil, true
 	s.mu.Unlock()
 	switch {
 	case err != nil:
@@ -301,6 +308,9 @@ func (s *Supervisor) sync(ctx context.Context, logger logr.Logger, poke func()) 
 		s.failing = kcpFailing{}
 		s.setErr(nil)
 		running.recheckExport(ctx)
+		if running.migrateStorage != nil {
+			running.migrateStorage()
+		}
 		s.reportActive(ctx, pc, running)
 		return resync
 	}

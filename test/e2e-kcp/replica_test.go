@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -16,9 +17,12 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/apichange"
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
@@ -38,6 +42,11 @@ const (
 	replicaOnboardingEnv = "KSP_E2E_REPLICA_ONBOARDING_KUBECONFIG"
 	replicaMetricsEnv    = "KSP_E2E_REPLICA_METRICS_ADDR"
 	replicaProbesEnv     = "KSP_E2E_REPLICA_PROBE_ADDR"
+	// replicaReleaseEnv is the API release the replica's Service API carries
+	// (apichange.ReleaseAnnotation); replicaWithoutEnv names a spec property its
+	// schema lacks: together, a replica of an older release.
+	replicaReleaseEnv = "KSP_E2E_REPLICA_API_RELEASE"
+	replicaWithoutEnv = "KSP_E2E_REPLICA_WITHOUT_SPEC_FIELD"
 )
 
 // Leader election of the replicas: short, so that a failover fits in a test, and
@@ -91,6 +100,14 @@ func runReplica() error {
 	if err != nil {
 		return err
 	}
+	if release := os.Getenv(replicaReleaseEnv); release != "" {
+		widgetCRD.Annotations = map[string]string{apichange.ReleaseAnnotation: release}
+	}
+	if field := os.Getenv(replicaWithoutEnv); field != "" {
+		for _, v := range widgetCRD.Spec.Versions {
+			delete(v.Schema.OpenAPIV3Schema.Properties["spec"].Properties, field)
+		}
+	}
 	rt, err := widgetbuilder.New(spName, scheme, widget.KCPMCPPermissions).
 		KCP(apiexport.FromCRD(spName, widgetCRD)).
 		Complete(widget.Provider{})
@@ -116,9 +133,9 @@ type replica struct {
 }
 
 // startReplica starts a replica serving the platform and onboarding clusters whose
-// kubeconfig files are given (no onboarding file: kcp mode only). t.Cleanup stops it
-// (SIGTERM, then SIGKILL).
-func startReplica(t *testing.T, name, platformKubeconfig, onboardingKubeconfig string) *replica {
+// kubeconfig files are given (no onboarding file: kcp mode only), with env added to its
+// environment. t.Cleanup stops it (SIGTERM, then SIGKILL).
+func startReplica(t *testing.T, name, platformKubeconfig, onboardingKubeconfig string, env ...string) *replica {
 	t.Helper()
 	ports, err := localenv.FreePorts(2)
 	if err != nil {
@@ -126,13 +143,13 @@ func startReplica(t *testing.T, name, platformKubeconfig, onboardingKubeconfig s
 	}
 	metricsAddr, probeAddr := "127.0.0.1:"+strconv.Itoa(ports[0]), "127.0.0.1:"+strconv.Itoa(ports[1])
 	r := &replica{name: name, metrics: "http://" + metricsAddr, probes: "http://" + probeAddr}
-	r.Process = harness.StartProcess(t, "replica-"+name, os.Args[0], []string{"-test.run=^$"}, 30*time.Second,
-		replicaEnv+"="+name,
-		replicaPlatformEnv+"="+platformKubeconfig,
-		replicaOnboardingEnv+"="+onboardingKubeconfig,
-		replicaMetricsEnv+"="+metricsAddr,
-		replicaProbesEnv+"="+probeAddr,
-	)
+	r.Process = harness.StartProcess(t, "replica-"+name, os.Args[0], []string{"-test.run=^$"}, 30*time.Second, append([]string{
+		replicaEnv + "=" + name,
+		replicaPlatformEnv + "=" + platformKubeconfig,
+		replicaOnboardingEnv + "=" + onboardingKubeconfig,
+		replicaMetricsEnv + "=" + metricsAddr,
+		replicaProbesEnv + "=" + probeAddr,
+	}, env...)...)
 	t.Logf("replica %s: pid %d, metrics %s, probes %s", name, r.Pid(), r.metrics, r.probes)
 	return r
 }
@@ -149,4 +166,27 @@ func (r *replica) log(t testing.TB) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// startReplicaPlatform starts what replica processes serve: kcp of the given number of
+// shards, the platform and workload clusters with the local platform, and the widget
+// ProviderConfig with spec.kcp; it returns clients and the platform kubeconfig file a
+// replica reads.
+func startReplicaPlatform(ctx context.Context, t *testing.T, shards int) (k *harness.KCP, scheme *runtime.Scheme, pf, wl client.Client, platformKubeconfig string) {
+	t.Helper()
+	captureLogs(t) // the in-process local platform's log
+	_, configCRD, err := widget.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := harness.StartPlatform(ctx, t, widgetPlatform(configCRD, shards))
+	k, scheme = p.KCP, spScheme(t)
+	pf, wl = harness.NewClient(t, p.Platform.Config, scheme), harness.NewClient(t, p.Workload.Config, scheme)
+	platformKubeconfig = filepath.Join(t.TempDir(), "platform.kubeconfig")
+	if err := os.WriteFile(platformKubeconfig, p.Platform.Kubeconfig(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	(&kcpEnv{pf: pf}).setConfig(ctx, t, "hello", &v1alpha1.KCP{ProviderWorkspace: providerWS,
+		KubeconfigSecret: v1alpha1.SecretReference{Name: kcpSecretName, Namespace: kcpSecretNS}})
+	return k, scheme, pf, wl, platformKubeconfig
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,7 +16,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
@@ -41,20 +38,7 @@ const failoverLimit = 20 * time.Second
 // every workspace served.
 func TestReplicasShareWorkspaces(t *testing.T) {
 	ctx := t.Context()
-	captureLogs(t) // the in-process local platform's log
-	_, configCRD, err := widget.CRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := harness.StartPlatform(ctx, t, widgetPlatform(configCRD, 2))
-	k, scheme := p.KCP, spScheme(t)
-	pf, wl := harness.NewClient(t, p.Platform.Config, scheme), harness.NewClient(t, p.Workload.Config, scheme)
-	platformKubeconfig := filepath.Join(t.TempDir(), "platform.kubeconfig")
-	if err := os.WriteFile(platformKubeconfig, p.Platform.Kubeconfig(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	(&kcpEnv{pf: pf}).setConfig(ctx, t, "hello", &v1alpha1.KCP{ProviderWorkspace: providerWS,
-		KubeconfigSecret: v1alpha1.SecretReference{Name: kcpSecretName, Namespace: kcpSecretNS}})
+	k, scheme, pf, wl, platformKubeconfig := startReplicaPlatform(ctx, t, 2)
 
 	replicas := map[string]*replica{}
 	start := func(name string) {
@@ -172,21 +156,7 @@ func TestReplicasShareWorkspaces(t *testing.T) {
 		for _, name := range []string{"d", "e"} {
 			start(name)
 		}
-		harness.Eventually(ctx, t, time.Minute, "three replicas each serving a share", func(ctx context.Context) error {
-			total, shares := 0.0, map[string]float64{}
-			for name, r := range replicas {
-				m, err := tryScrape(ctx, r)
-				if err != nil {
-					return err
-				}
-				shares[name] = m.sum("serviceprovider_kcp_workspaces_owned", nil)
-				total += shares[name]
-			}
-			if total != float64(len(tenants)) || slices.Contains(slices.Collect(maps.Values(shares)), 0) {
-				return fmt.Errorf("owned %v", shares)
-			}
-			return nil
-		})
+		wantEachShares(ctx, t, replicas, len(tenants))
 		recolor(t, "purple")
 		moved := 0.0
 		for _, r := range replicas {
@@ -317,4 +287,25 @@ func readyTimes(ctx context.Context, t *testing.T, tenants []tenant, key client.
 		return nil
 	})
 	return slices.Sorted(maps.Values(took))
+}
+
+// wantEachShares waits until the replicas together own the tenants' workspaces, each
+// owning some.
+func wantEachShares(ctx context.Context, t testing.TB, replicas map[string]*replica, tenants int) {
+	t.Helper()
+	harness.Eventually(ctx, t, time.Minute, fmt.Sprintf("%d replicas each serving a share", len(replicas)), func(ctx context.Context) error {
+		total, shares := 0.0, map[string]float64{}
+		for name, r := range replicas {
+			m, err := tryScrape(ctx, r)
+			if err != nil {
+				return err
+			}
+			shares[name] = m.sum("serviceprovider_kcp_workspaces_owned", nil)
+			total += shares[name]
+		}
+		if total != float64(tenants) || slices.Contains(slices.Collect(maps.Values(shares)), 0) {
+			return fmt.Errorf("owned %v", shares)
+		}
+		return nil
+	})
 }

@@ -1,11 +1,16 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 )
 
 // WholeObjectUpdates fails t, at its end, when a client wrapped by the returned
@@ -59,3 +64,61 @@ func updatesResource(path, resource string) bool {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// TenantWrites is a tenant writing at its own pace while a test changes what serves
+// it; Stop ends it and says how it went.
+type TenantWrites struct {
+	stop           chan struct{}
+	done           chan struct{}
+	writes, failed atomic.Int64
+	firstFailure   atomic.Value
+}
+
+// StartTenantWrites calls write(ctx, i) for i = 0, 1, ... every interval until Stop.
+func StartTenantWrites(ctx context.Context, interval time.Duration, write func(ctx context.Context, i int) error) *TenantWrites {
+	w := &TenantWrites{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		tick := time.NewTicker(interval) // the tenant's pace
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-w.stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			w.writes.Add(1)
+			if err := write(ctx, i); err != nil {
+				w.failed.Add(1)
+				w.firstFailure.CompareAndSwap(nil, err.Error())
+			}
+		}
+	}()
+	return w
+}
+
+// Stop ends the writes, logs how many there were, and fails t if any failed.
+func (w *TenantWrites) Stop(t testing.TB) {
+	t.Helper()
+	close(w.stop)
+	<-w.done
+	t.Logf("tenant writes: %d, failed: %d", w.writes.Load(), w.failed.Load())
+	if n := w.failed.Load(); n > 0 {
+		t.Errorf("%d tenant writes failed, the first: %v", n, w.firstFailure.Load())
+	}
+}
+
+// WithVersions makes crd serve each of names with the schema of its first version,
+// storage the stored one, and returns it.
+func WithVersions(crd *apiextensionsv1.CustomResourceDefinition, storage string, names ...string) *apiextensionsv1.CustomResourceDefinition {
+	first := crd.Spec.Versions[0]
+	crd.Spec.Versions = nil
+	for _, n := range names {
+		v := *first.DeepCopy()
+		v.Name, v.Storage = n, n == storage
+		crd.Spec.Versions = append(crd.Spec.Versions, v)
+	}
+	return crd
+}

@@ -1,0 +1,129 @@
+package e2ekcp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kcp-dev/logicalcluster/v3"
+	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/apichange"
+	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
+)
+
+// upgradeTenants is how many tenant workspaces store objects during the rollout.
+const upgradeTenants = 6
+
+// TestOlderReplicaKeepsNewerFields is a rollout of a Service API change in kcp mode,
+// with objects stored and tenants writing: a replica of release v1.2.0, whose schema
+// has spec.terminal, serves tenants who set it; a replica of v1.1.0, whose schema lacks
+// it, joins (an old replica restarting mid-rollout), then serves alone (a rollback of
+// the image), then restarts. Throughout, the export stays on v1.2.0's schema, the
+// older replica says so on the ProviderConfig (APIReleaseHeld), and no tenant's object
+// loses spec.terminal, while the older replica reconciles their changes.
+func TestOlderReplicaKeepsNewerFields(t *testing.T) {
+	ctx := t.Context()
+	k, scheme, pf, wl, platformKubeconfig := startReplicaPlatform(ctx, t, 1)
+	// spec.terminal is harmless without spec.fail: the new field tenants set.
+	newer := []string{replicaReleaseEnv + "=v1.2.0"}
+	older := []string{replicaReleaseEnv + "=v1.1.0", replicaWithoutEnv + "=terminal"}
+
+	top := t // replicas outlive the subtests that start them
+	replicas := map[string]*replica{"new": startReplica(t, "new", platformKubeconfig, "", newer...)}
+	wantProbe(ctx, t, replicas["new"], "/readyz", 200)
+	provider := harness.NewClient(t, k.ConfigFor(logicalcluster.NewPath(providerWS)), scheme)
+	served := exportSchema(ctx, t, provider)
+	if served.release != "v1.2.0" {
+		t.Fatalf("export at release %q, want v1.2.0", served.release)
+	}
+
+	main := client.ObjectKey{Namespace: "default", Name: "main"}
+	tenants := make([]tenant, upgradeTenants)
+	for i := range tenants {
+		path, lc := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), fmt.Sprintf("upgrade-%02d", i))
+		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
+		tenants[i] = tenant{path: path, lc: lc, c: harness.NewClient(t, k.ConfigFor(path), scheme)}
+		newWidget(ctx, t, tenants[i].c, main.Name, "blue")
+		harness.Patch(ctx, t, tenants[i].c, main, func(w *widget.Widget) { w.Spec.Terminal = true })
+	}
+	eachTenant(t, tenants, func(t *testing.T, tn tenant) { waitReady(ctx, t, tn.c, main) })
+
+	// Every tenant recolors and the replicas serving now reconcile it; spec.terminal
+	// must survive each round, and the export must stay where v1.2.0 put it.
+	round := func(t *testing.T, color string) {
+		t.Helper()
+		eachTenant(t, tenants, func(t *testing.T, tn tenant) {
+			harness.Patch(ctx, t, tn.c, main, func(w *widget.Widget) { w.Spec.Color = color })
+			wantConfigMap(ctx, t, wl, tn.lc, "hello", color)
+			if w := waitReady(ctx, t, tn.c, main); !w.Spec.Terminal {
+				t.Errorf("%s: spec.terminal lost", tn.path)
+			}
+		})
+		if got := exportSchema(ctx, t, provider); got != served {
+			t.Errorf("export at %+v, want %+v kept", got, served)
+		}
+	}
+
+	t.Run("an older replica joining serves through the newer schema and says so", func(t *testing.T) {
+		replicas["old"] = startReplica(top, "old", platformKubeconfig, "", older...)
+		wantProbe(ctx, t, replicas["old"], "/readyz", 200)
+		harness.Eventually(ctx, t, time.Minute, "a Warning APIReleaseHeld on the ProviderConfig from the older replica", func(ctx context.Context) error {
+			evs, err := eventsRegarding(ctx, pf, "WidgetConfig", client.ObjectKey{Name: spName})
+			if err != nil {
+				return err
+			}
+			for _, e := range evs {
+				if e.Reason == v1alpha1.ReasonAPIReleaseHeld && e.Type == "Warning" && e.ReportingInstance == "old" {
+					t.Logf("event: %s", e.Note)
+					return nil
+				}
+			}
+			return fmt.Errorf("%d events, none of them", len(evs))
+		})
+		wantEachShares(ctx, t, replicas, upgradeTenants)
+		round(t, "green")
+	})
+
+	t.Run("the older replica alone (a rollback) keeps every field", func(t *testing.T) {
+		replicas["new"].stop(syscall.SIGKILL, 0)
+		delete(replicas, "new")
+		wantMetric(ctx, t, replicas["old"], "serviceprovider_kcp_workspaces_owned", nil, upgradeTenants)
+		round(t, "yellow")
+	})
+
+	t.Run("the older replica restarted keeps every field", func(t *testing.T) {
+		replicas["old"].stop(syscall.SIGTERM, 30*time.Second)
+		replicas["old"] = startReplica(top, "old-again", platformKubeconfig, "", older...)
+		wantProbe(ctx, t, replicas["old"], "/readyz", 200)
+		if log := replicas["old"].log(t); !bytes.Contains(log, []byte("the APIExport is left at a newer API release")) {
+			t.Errorf("the restarted older replica does not log that it left the export")
+		}
+		round(t, "purple")
+	})
+}
+
+// servedSchema is where the export serves widgets from, and the release it records.
+type servedSchema struct{ schema, release string }
+
+func exportSchema(ctx context.Context, t testing.TB, provider client.Client) servedSchema {
+	t.Helper()
+	export := &apisv1alpha2.APIExport{}
+	if err := provider.Get(ctx, client.ObjectKey{Name: spName}, export); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range export.Spec.Resources {
+		if r.Name == "widgets" {
+			return servedSchema{schema: r.Schema, release: export.Annotations[apichange.ReleaseAnnotation]}
+		}
+	}
+	t.Fatalf("export %s serves no widgets: %+v", spName, export.Spec.Resources)
+	return servedSchema{}
+}
