@@ -1,6 +1,6 @@
 # kcp-serviceprovider: the commands the README names.
 
-.PHONY: test lint verify run generate binaries bench image
+.PHONY: test lint verify run generate binaries bench bench-upgrades image
 
 ## test: build (or reuse) the real test servers, gofmt, go vet, lint, verify, and every test.
 test:
@@ -42,6 +42,13 @@ binaries:
 BENCH_ARGS ?= -sizes 10,100,500 -std-sizes 10,100
 bench:
 	export "$$(hack/test-binaries.sh | tail -1)" && cd test/bench && go run . -out ../../docs/benchmarks.md $(BENCH_ARGS)
+
+## bench-upgrades: Service API upgrades: storage migration on the onboarding cluster
+## (100 and 1000 objects, against the classic get-and-update migrator) and a schema move
+## plus storage migration in kcp at 100 and 500 workspaces (about 15 min on 2 cores).
+bench-upgrades:
+	export "$$(hack/test-binaries.sh | tail -1)" && go test -run '^$$' -bench BenchmarkMigrate -benchtime 3x ./storageversion/ && \
+		KSP_BENCH_WORKSPACES=100,500 go test -run '^$$' -bench BenchmarkSchemaMove -benchtime 1x -timeout 60m ./apiexport/
 
 ## image: the reference provider's container image as an OCI layout in dist/image, built
 ## without a container daemon (hack/image): static binary, non-root, reproducible.

@@ -25,6 +25,7 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/apichange"
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
+	"github.com/openmcp-project/kcp-serviceprovider/storageversion"
 	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
@@ -73,7 +74,7 @@ func widgetCRD2(fields ...string) *apiextensionsv1.CustomResourceDefinition {
 	return c
 }
 
-func surface(t *testing.T, exportName string, crd *apiextensionsv1.CustomResourceDefinition) apiexport.Surface {
+func surface(t testing.TB, exportName string, crd *apiextensionsv1.CustomResourceDefinition) apiexport.Surface {
 	t.Helper()
 	s, err := apiexport.FromCRD(exportName, crd).APISurface()
 	if err != nil {
@@ -362,6 +363,15 @@ func TestProvision(t *testing.T) {
 		crd.Spec.Names = apiextensionsv1.CustomResourceDefinitionNames{Plural: "gizmos", Singular: "gizmo", Kind: "Gizmo", ListKind: "GizmoList"}
 		if _, err := apiexport.Provision(ctx, sc, surface(t, "gizmos", crd), opts); err != nil {
 			t.Fatalf("Provision as a ServiceAccount with the documented RBAC: %v", err)
+		}
+		// kcp mode's storage record (a schema of one version needs no rewrite).
+		if _, err := storageversion.MigrateExport(ctx, sc, cfg, "gizmos", storageversion.Options{}); err != nil {
+			t.Fatalf("recording the storage version as a ServiceAccount with the documented RBAC: %v", err)
+		}
+		gizmos := &apisv1alpha2.APIExport{}
+		mustGet(ctx, t, c, "gizmos", gizmos)
+		if got := gizmos.Annotations[storageversion.RecordKey(schema.GroupResource{Group: crd.Spec.Group, Resource: "gizmos"})]; got != "v1alpha1" {
+			t.Errorf("storage record %q, want v1alpha1", got)
 		}
 		// An export that asks kcp not to create the endpoint slice makes Provision
 		// create it, which needs bind on the export.

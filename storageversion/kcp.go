@@ -44,12 +44,7 @@ func RecordKey(gr schema.GroupResource) string { return RecordAnnotationPrefix +
 // until every binding serves the current schema, so that no workspace still writes in
 // the old version. Objects are rewritten as in Migrate: an empty merge patch each.
 func MigrateExport(ctx context.Context, provider client.Client, vw *rest.Config, export string, opts Options) ([]Result, error) {
-	if opts.PageSize <= 0 {
-		opts.PageSize = 500
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = 4
-	}
+	opts.PageSize, opts.Workers = opts.pageSize(), opts.workers()
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = time.Second
 	}

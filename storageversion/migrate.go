@@ -34,6 +34,20 @@ type Options struct {
 	PollInterval time.Duration
 }
 
+func (o Options) pageSize() int64 {
+	if o.PageSize <= 0 {
+		return 500
+	}
+	return o.PageSize
+}
+
+func (o Options) workers() int {
+	if o.Workers <= 0 {
+		return 4
+	}
+	return o.Workers
+}
+
 // Result says what Migrate did.
 type Result struct {
 	// From are the CRD's stored versions before; To its storage version, which is
@@ -63,12 +77,7 @@ func Needed(crd *apiextensionsv1.CustomResourceDefinition) bool {
 // never conflicts. A storage version changed again meanwhile is an error; running
 // Migrate again finishes the work.
 func Migrate(ctx context.Context, cfg *rest.Config, name string, opts Options) (Result, error) {
-	if opts.PageSize <= 0 {
-		opts.PageSize = 500
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = 4
-	}
+	opts.PageSize, opts.Workers = opts.pageSize(), opts.workers()
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = 200 * time.Millisecond
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,8 +33,7 @@ func TestMain(m *testing.M) { harness.Main(m) }
 // requests per object, the migrator's conflicts per run, and the tenant's failed
 // writes (the target is 0).
 //
-//	export "$(hack/test-binaries.sh | tail -1)"
-//	go test -run '^$' -bench BenchmarkMigrate -benchtime 3x ./storageversion/
+//	make bench-upgrades
 func BenchmarkMigrate(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("objects=%d", n), func(b *testing.B) {
@@ -58,7 +56,7 @@ func BenchmarkMigrate(b *testing.B) {
 					var requests, conflicts atomic.Int64
 					cfg := rest.CopyConfig(server.Config)
 					cfg.QPS, cfg.Burst = 200, 400
-					cfg.WrapTransport = counting(&requests)
+					cfg.WrapTransport = harness.CountRequests(&requests)
 					tenantErrs := env.tenantWriting(b)
 					for b.Loop() {
 						b.StopTimer()
@@ -191,9 +189,9 @@ func (e *benchEnv) tenantWriting(b *testing.B) func() int64 {
 	return failed.Load
 }
 
-// classicMigrate is the classic storage migrator's way: list, send each object back
-// whole with its resourceVersion, and on a conflict read it again and resend; then
-// record the storage version.
+// classicMigrate is the classic storage migrator's way, with Migrate's workers: list,
+// send each object back whole with its resourceVersion, and on a conflict read it
+// again and resend; then record the storage version.
 func classicMigrate(ctx context.Context, cfg *rest.Config, conflicts *atomic.Int64) error {
 	crds, err := apiextensionsclient.NewForConfig(cfg)
 	if err != nil {
@@ -209,45 +207,25 @@ func classicMigrate(ctx context.Context, cfg *rest.Config, conflicts *atomic.Int
 		return err
 	}
 	r := dyn.Resource(schema.GroupVersionResource{Group: benchGroup, Version: storage, Resource: "items"}).Namespace("default")
-	cont := ""
-	for {
-		page, err := r.List(ctx, metav1.ListOptions{Limit: 500, Continue: cont})
-		if err != nil {
-			return err
-		}
-		for i := range page.Items {
-			o := &page.Items[i]
-			for {
-				_, err := r.Update(ctx, o, metav1.UpdateOptions{})
-				if !apierrors.IsConflict(err) {
-					if err != nil && !apierrors.IsNotFound(err) {
-						return err
+	_, _, err = rewriteEach(ctx, Options{}.workers(), func(ctx context.Context, emit emitFunc) error {
+		return pages(ctx, r, 500, func(item *unstructured.Unstructured) bool {
+			o := item.DeepCopy()
+			return emit(o.GetResourceVersion(), func(ctx context.Context) (*unstructured.Unstructured, error) {
+				for {
+					got, err := r.Update(ctx, o, metav1.UpdateOptions{})
+					if !apierrors.IsConflict(err) {
+						return got, err
 					}
-					break
+					conflicts.Add(1)
+					if o, err = r.Get(ctx, o.GetName(), metav1.GetOptions{}); err != nil {
+						return nil, err
+					}
 				}
-				conflicts.Add(1)
-				if o, err = r.Get(ctx, o.GetName(), metav1.GetOptions{}); err != nil {
-					return err
-				}
-			}
-		}
-		if cont = page.GetContinue(); cont == "" {
-			break
-		}
+			})
+		})
+	})
+	if err != nil {
+		return err
 	}
 	return recordStored(ctx, crds, benchCRD, storage)
 }
-
-// counting counts the requests through a transport.
-func counting(n *atomic.Int64) func(http.RoundTripper) http.RoundTripper {
-	return func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			n.Add(1)
-			return rt.RoundTrip(req)
-		})
-	}
-}
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -99,6 +99,9 @@ func StartTenantWrites(ctx context.Context, interval time.Duration, write func(c
 	return w
 }
 
+// Failed is how many writes failed so far.
+func (w *TenantWrites) Failed() int64 { return w.failed.Load() }
+
 // Stop ends the writes, logs how many there were, and fails t if any failed.
 func (w *TenantWrites) Stop(t testing.TB) {
 	t.Helper()
@@ -121,4 +124,14 @@ func WithVersions(crd *apiextensionsv1.CustomResourceDefinition, storage string,
 		crd.Spec.Versions = append(crd.Spec.Versions, v)
 	}
 	return crd
+}
+
+// CountRequests is a WrapTransport counting every request through it in n.
+func CountRequests(n *atomic.Int64) func(http.RoundTripper) http.RoundTripper {
+	return func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			n.Add(1)
+			return rt.RoundTrip(req)
+		})
+	}
 }
