@@ -176,6 +176,9 @@ type kcpRun struct {
 // kcpReadRetry the next look after the platform did not answer. Each pass reads both
 // objects past the cache, so a short resync costs requests for ever
 // (docs/design/measured.md).
+// exportRecheckTimeout bounds the re-check of the APIExport in a pass.
+const exportRecheckTimeout = 20 * time.Second
+
 const (
 	kcpRetryMin  = time.Second
 	kcpRetryMax  = 10 * time.Second
@@ -390,6 +393,10 @@ func (r *kcpRun) recheckExport(ctx context.Context) {
 	if r.provision == nil {
 		return
 	}
+	// Bounded: a kcp that hangs must not hold the supervisor's pass for the two
+	// minutes provisioning may take at start.
+	ctx, cancel := context.WithTimeout(ctx, exportRecheckTimeout)
+	defer cancel()
 	p, err := r.provision(ctx)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "re-checking the APIExport; serving on")
