@@ -72,14 +72,14 @@ func (v Verdict) Err() error {
 // objects through both schemas and prune what one lacks).
 func Compare(served, want *apiextensionsv1.CustomResourceDefinition) Verdict {
 	var v Verdict
-	v.StorageTo = storageVersion(want)
+	v.StorageTo = StorageVersion(want)
 	if served == nil {
 		for _, w := range want.Spec.Versions {
 			v.Changes = append(v.Changes, Change{Version: w.Name, Kind: Added, Why: "the CRD is new"})
 		}
 		return v
 	}
-	v.StorageFrom = storageVersion(served)
+	v.StorageFrom = StorageVersion(served)
 	webhook := want.Spec.Conversion != nil && want.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter
 	old := map[string]*apiextensionsv1.CustomResourceDefinitionVersion{}
 	for i := range served.Spec.Versions {
@@ -219,15 +219,6 @@ func schemaOf(v *apiextensionsv1.CustomResourceDefinitionVersion) *apiextensions
 	return v.Schema.OpenAPIV3Schema
 }
 
-func storageVersion(c *apiextensionsv1.CustomResourceDefinition) string {
-	for _, v := range c.Spec.Versions {
-		if v.Storage {
-			return v.Name
-		}
-	}
-	return ""
-}
-
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -282,4 +273,14 @@ func Newer(served, ours string) (bool, error) {
 		return false, fmt.Errorf("API release %q is not a semantic version", ours)
 	}
 	return w.LessThan(h), nil
+}
+
+// StorageVersion is crd's storage version; empty when no version is marked as stored.
+func StorageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			return v.Name
+		}
+	}
+	return ""
 }

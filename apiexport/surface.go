@@ -7,6 +7,8 @@ import (
 	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/openmcp-project/kcp-serviceprovider/apichange"
 )
 
 // Provisionable is implemented by a provider that can be served to kcp tenants. It is
@@ -43,12 +45,7 @@ func FromCRD(exportName string, crd *apiextensionsv1.CustomResourceDefinition) P
 		if crd == nil {
 			return Surface{}, errors.New("apiexport.FromCRD: nil CRD")
 		}
-		gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
-		for _, v := range crd.Spec.Versions {
-			if v.Storage {
-				gvk.Version = v.Name
-			}
-		}
+		gvk := schema.GroupVersionKind{Group: crd.Spec.Group, Version: apichange.StorageVersion(crd), Kind: crd.Spec.Names.Kind}
 		if gvk.Version == "" {
 			return Surface{}, fmt.Errorf("apiexport.FromCRD: CRD %s has no storage version", crd.Name)
 		}

@@ -157,12 +157,7 @@ func (p Provider) describe() (*described, error) {
 		return nil, fmt.Errorf("provider %s: no CRD is labelled %s=%s: which is the Service API?", p.Name, ClusterLabel, clustersv1alpha1.PURPOSE_ONBOARDING)
 	}
 	spec := d.service.Spec
-	d.serviceGVK = schema.GroupVersionKind{Group: spec.Group, Kind: spec.Names.Kind}
-	for _, v := range spec.Versions {
-		if v.Storage {
-			d.serviceGVK.Version = v.Name
-		}
-	}
+	d.serviceGVK = schema.GroupVersionKind{Group: spec.Group, Version: apichange.StorageVersion(d.service), Kind: spec.Names.Kind}
 	if d.serviceGVK.Version == "" {
 		return nil, fmt.Errorf("provider %s: CRD %s has no storage version", p.Name, d.service.Name)
 	}

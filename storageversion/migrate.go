@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/openmcp-project/kcp-serviceprovider/apichange"
 )
 
 // Options tune [Migrate]. The zero value is usable.
@@ -63,7 +65,7 @@ type Result struct {
 // Needed reports whether crd has objects that may be stored in a version other than
 // its storage version.
 func Needed(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	storage := storageVersion(crd)
+	storage := apichange.StorageVersion(crd)
 	return storage != "" && !slices.Equal(crd.Status.StoredVersions, []string{storage})
 }
 
@@ -89,7 +91,7 @@ func Migrate(ctx context.Context, cfg *rest.Config, name string, opts Options) (
 	if err != nil {
 		return Result{}, fmt.Errorf("reading CRD %s: %w", name, err)
 	}
-	res := Result{From: slices.Clone(crd.Status.StoredVersions), To: storageVersion(crd)}
+	res := Result{From: slices.Clone(crd.Status.StoredVersions), To: apichange.StorageVersion(crd)}
 	if !Needed(crd) {
 		return res, nil
 	}
@@ -227,7 +229,7 @@ func recordStored(ctx context.Context, crds apiextensionsclient.Interface, name,
 		if err != nil {
 			return fmt.Errorf("reading: %w", err)
 		}
-		if now := storageVersion(crd); now != storage {
+		if now := apichange.StorageVersion(crd); now != storage {
 			return fmt.Errorf("the storage version moved from %s to %s while objects were rewritten; run the migration again", storage, now)
 		}
 		crd.Status.StoredVersions = []string{storage}
@@ -236,13 +238,4 @@ func recordStored(ctx context.Context, crds apiextensionsclient.Interface, name,
 		}
 		return nil
 	})
-}
-
-func storageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
-	for _, v := range crd.Spec.Versions {
-		if v.Storage {
-			return v.Name
-		}
-	}
-	return ""
 }

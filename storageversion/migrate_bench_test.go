@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"github.com/openmcp-project/kcp-serviceprovider/apichange"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
@@ -156,7 +157,7 @@ func (e *benchEnv) switchStorage(b *testing.B) {
 	if crd, err = e.crds.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, crd, metav1.UpdateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	gvr := schema.GroupVersionResource{Group: benchGroup, Version: storageVersion(crd), Resource: "items"}
+	gvr := schema.GroupVersionResource{Group: benchGroup, Version: apichange.StorageVersion(crd), Resource: "items"}
 	if err := waitForStorage(ctx, e.crds, gvr, "Item", 100*time.Millisecond); err != nil {
 		b.Fatal(err)
 	}
@@ -201,7 +202,7 @@ func classicMigrate(ctx context.Context, cfg *rest.Config, conflicts *atomic.Int
 	if err != nil {
 		return err
 	}
-	storage := storageVersion(crd)
+	storage := apichange.StorageVersion(crd)
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
