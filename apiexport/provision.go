@@ -211,12 +211,14 @@ func upsertExport(ctx context.Context, c client.Client, name string, resources [
 		case ours != "":
 			want.Annotations = releaseAnnotation(want.Annotations, ours)
 		}
-		stale, err := checkSchemaMoves(ctx, c, have, want.Spec.Resources, resources, crds)
-		if err != nil {
-			return err
-		}
-		for _, key := range stale {
-			delete(want.Annotations, key)
+		if held == "" { // held, nothing moves
+			stale, err := checkSchemaMoves(ctx, c, have, resources, crds)
+			if err != nil {
+				return err
+			}
+			for _, key := range stale {
+				delete(want.Annotations, key)
+			}
 		}
 		if equality.Semantic.DeepEqual(have.Spec, want.Spec) && equality.Semantic.DeepEqual(have.Annotations, want.Annotations) {
 			return nil
@@ -265,17 +267,12 @@ func releaseAnnotation(annotations map[string]string, release string) map[string
 // every object is stored in the schema's storage version (package storageversion); a
 // move to another storage version makes that record stale, and checkSchemaMoves
 // returns the keys of such records, for the caller to drop in the same write.
-func checkSchemaMoves(ctx context.Context, c client.Client, have *apisv1alpha2.APIExport, next, ours []apisv1alpha2.ResourceSchema,
+func checkSchemaMoves(ctx context.Context, c client.Client, have *apisv1alpha2.APIExport, ours []apisv1alpha2.ResourceSchema,
 	crds []*apiextensionsv1.CustomResourceDefinition) (stale []string, err error) {
 	for i, r := range ours {
 		j := slices.IndexFunc(have.Spec.Resources, func(o apisv1alpha2.ResourceSchema) bool { return o.Group == r.Group && o.Name == r.Name })
 		if j < 0 || have.Spec.Resources[j].Schema == r.Schema || i >= len(crds) {
 			continue
-		}
-		if !slices.ContainsFunc(next, func(o apisv1alpha2.ResourceSchema) bool {
-			return o.Group == r.Group && o.Name == r.Name && o.Schema == r.Schema
-		}) {
-			continue // not moving: held at the served schema
 		}
 		current := &apisv1alpha1.APIResourceSchema{}
 		if err := c.Get(ctx, client.ObjectKey{Name: have.Spec.Resources[j].Schema}, current); err != nil {
