@@ -176,15 +176,15 @@ type kcpRun struct {
 // kcpReadRetry the next look after the platform did not answer. Each pass reads both
 // objects past the cache, so a short resync costs requests for ever
 // (docs/design/measured.md).
-// exportRecheckTimeout bounds the re-check of the APIExport in a pass.
-const exportRecheckTimeout = 20 * time.Second
-
 const (
 	kcpRetryMin  = time.Second
 	kcpRetryMax  = 10 * time.Second
 	kcpResync    = 5 * time.Minute
 	kcpReadRetry = 30 * time.Second
 )
+
+// exportRecheckTimeout bounds the re-check of the APIExport in a pass.
+const exportRecheckTimeout = 20 * time.Second
 
 // Active says whether kcp mode is running: spec.kcp is set, the APIExport is
 // provisioned and the kcp manager started.
