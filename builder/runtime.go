@@ -199,6 +199,13 @@ func (r *Runtime[T]) KCPActive() bool {
 // Name is the provider's name.
 func (r *Runtime[T]) Name() string { return r.decl.name }
 
+// NewProviderConfig returns an empty object of the provider's ProviderConfig type and
+// the scheme that knows it, for a command that reports on it (init's APIUpgrade
+// condition).
+func (r *Runtime[T]) NewProviderConfig() (provider.ProviderConfig, *runtime.Scheme) {
+	return r.decl.newProviderConfig(), r.decl.scheme
+}
+
 // Start runs every configured mode until ctx ends: standard mode when an onboarding
 // cluster is given, kcp mode whenever the ProviderConfig has spec.kcp and the provider
 // wired its kcp surface.

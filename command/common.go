@@ -10,17 +10,23 @@ import (
 	"github.com/go-logr/logr"
 	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/openmcp-project/kcp-serviceprovider/conversion"
 )
 
 // Environment variables besides openMCP's POD_* ones.
 const (
 	envProviderName      = "OPENMCP_PROVIDER_NAME"
 	envPlatformNamespace = "OPENMCP_PLATFORM_CLUSTER_NAMESPACE"
+	// envConversionWebhookURL is --conversion-webhook-url's default, so that the
+	// ServiceProvider's spec.env sets it for init and run at once.
+	envConversionWebhookURL = "KSP_CONVERSION_WEBHOOK_URL"
 )
 
 // commonOptions are the flags every operator-started command takes.
@@ -32,6 +38,7 @@ type commonOptions struct {
 	namespace            string
 	platformKubeconfig   string
 	onboardingKubeconfig string
+	conversionWebhookURL string
 	// oldFlagsUsed lists the flags of the provider's previous binary that were given
 	// (Provider.Migration), logged as warnings once the logger is set up.
 	oldFlagsUsed func() []string
@@ -50,6 +57,10 @@ func (o *commonOptions) addFlags(fs *flag.FlagSet, defaultName string) {
 		"kubeconfig of the platform cluster; default: the in-cluster config, outside a pod $KUBECONFIG")
 	fs.StringVar(&o.onboardingKubeconfig, "onboarding-kubeconfig", "",
 		"kubeconfig of the onboarding cluster; default: access requested from the platform (a ClusterRequest with purpose onboarding and an AccessRequest), as openMCP providers do")
+	if o.provider.Conversion != nil {
+		fs.StringVar(&o.conversionWebhookURL, "conversion-webhook-url", os.Getenv(envConversionWebhookURL),
+			"https URL at which the onboarding cluster and kcp reach the Service API's conversion webhook, which run serves (--conversion-webhook-bind-address); its host is named in the certificate init keeps in Secret <provider-name>-conversion-webhook")
+	}
 	// Last: an old flag of a name this binary defines is this binary's.
 	o.oldFlagsUsed = o.provider.Migration.AddFlags(fs)
 }
@@ -131,4 +142,19 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// conversionEndpoint is where the Service API's conversion webhook is reached and its
+// certificate kept; it fails without the URL or the namespace.
+func (o *commonOptions) conversionEndpoint() (conversion.Endpoint, error) {
+	if o.conversionWebhookURL == "" {
+		return conversion.Endpoint{}, fmt.Errorf("provider %s converts between versions of its Service API: --conversion-webhook-url (or $%s) must name where the API servers reach the webhook", o.providerName, envConversionWebhookURL)
+	}
+	if o.namespace == "" {
+		return conversion.Endpoint{}, errors.New("the conversion webhook's certificate is kept in the provider's namespace: --namespace or POD_NAMESPACE")
+	}
+	return conversion.Endpoint{
+		URL:    o.conversionWebhookURL,
+		Secret: types.NamespacedName{Namespace: o.namespace, Name: o.providerName + "-conversion-webhook"},
+	}, nil
 }

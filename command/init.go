@@ -1,7 +1,9 @@
 package command
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,6 +16,7 @@ import (
 	providerv1alpha1 "github.com/openmcp-project/openmcp-operator/api/provider/v1alpha1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -23,8 +26,11 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/apichange"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/conversion"
+	"github.com/openmcp-project/kcp-serviceprovider/provider"
 	"github.com/openmcp-project/kcp-serviceprovider/storageversion"
 )
 
@@ -112,6 +118,13 @@ func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
 		return fmt.Errorf("platform client: %w", err)
 	}
 
+	if d.Conversion != nil {
+		// Before any CRD is installed: the Service API's CRD trusts the certificate.
+		if err := o.prepareConversion(ctx, log, d, platform); err != nil {
+			return err
+		}
+	}
+
 	if platformService {
 		// One cluster serves everything; the image is the same.
 		for _, c := range d.crds {
@@ -157,16 +170,23 @@ func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
 		clustersv1alpha1.PURPOSE_PLATFORM:   {platform, platformCfg},
 		clustersv1alpha1.PURPOSE_ONBOARDING: {onboarding, onboardingCfg},
 	}
-	for _, c := range d.crds {
-		purpose := c.Labels[ClusterLabel]
-		target, ok := clusters[purpose]
-		if !ok {
-			return fmt.Errorf("CRD %s: label %s=%q names no cluster init knows", c.Name, ClusterLabel, purpose)
+	installed := func() error {
+		for _, c := range d.crds {
+			purpose := c.Labels[ClusterLabel]
+			target, ok := clusters[purpose]
+			if !ok {
+				return fmt.Errorf("CRD %s: label %s=%q names no cluster init knows", c.Name, ClusterLabel, purpose)
+			}
+			if err := installCRD(ctx, log, target.client, target.config, c, o.allowDowngrade); err != nil {
+				return fmt.Errorf("installing CRD %s on the %s cluster: %w", c.Name, purpose, err)
+			}
+			log.Info("CRD installed", "crd", c.Name, "cluster", purpose)
 		}
-		if err := installCRD(ctx, log, target.client, target.config, c, o.allowDowngrade); err != nil {
-			return fmt.Errorf("installing CRD %s on the %s cluster: %w", c.Name, purpose, err)
-		}
-		log.Info("CRD installed", "crd", c.Name, "cluster", purpose)
+		return nil
+	}()
+	reportAPIUpgrade(ctx, log, platformCfg, d, o.providerName, installed)
+	if installed != nil {
+		return installed
 	}
 
 	gvk := metav1.GroupVersionKind{Group: d.serviceGVK.Group, Version: d.serviceGVK.Version, Kind: d.serviceGVK.Kind}
@@ -174,6 +194,22 @@ func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
 		return err
 	}
 	log.Info("init done")
+	return nil
+}
+
+// prepareConversion makes the conversion webhook's certificate unless its Secret holds
+// one, and points the Service API's CRD at the webhook, trusting it.
+func (o *commonOptions) prepareConversion(ctx context.Context, log logr.Logger, d *described, platform client.Client) error {
+	endpoint, err := o.conversionEndpoint()
+	if err != nil {
+		return err
+	}
+	caBundle, err := conversion.EnsureCertificate(ctx, platform, endpoint)
+	if err != nil {
+		return err
+	}
+	d.convertThrough(endpoint.URL, caBundle)
+	log.Info("Service API converts through the webhook", "url", endpoint.URL, "secret", endpoint.Secret)
 	return nil
 }
 
@@ -314,4 +350,59 @@ func servedResources(have []metav1.GroupVersionKind, gvk metav1.GroupVersionKind
 		out = append(out, gvk)
 	}
 	return out
+}
+
+// ProviderConfigReporter is a Runner that names its ProviderConfig type, so that init
+// can say on the ProviderConfig what became of the API; the builder's Runtime is one.
+type ProviderConfigReporter interface {
+	NewProviderConfig() (provider.ProviderConfig, *runtime.Scheme)
+}
+
+// reportAPIUpgrade sets the ProviderConfig's APIUpgrade condition from init's result:
+// False with the refusal when the pre-flight check refused a change, True when the
+// CRDs are installed; nothing on another failure (which says nothing about the API).
+// A ProviderConfig that does not exist yet, or a type without the runtime's status,
+// gets nothing: the Job's log says it all the same. Failing to write is logged, never
+// fatal.
+func reportAPIUpgrade(ctx context.Context, log logr.Logger, platformCfg *rest.Config, d *described, name string, installed error) {
+	cond := metav1.Condition{Type: v1alpha1.ConditionAPIUpgrade, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonAPIInstalled,
+		Message: "the CRDs of API release " + cmp.Or(d.APIRelease, "(unnamed)") + " are installed, or newer ones kept"}
+	var refused *refusedError
+	switch {
+	case errors.As(installed, &refused):
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, v1alpha1.ReasonAPIChangeRefused, installed.Error()
+	case installed != nil:
+		return
+	}
+	runner, err := d.NewRuntime(name, d.kcp())
+	if err != nil {
+		return
+	}
+	reporter, ok := runner.(ProviderConfigReporter)
+	if !ok {
+		return
+	}
+	pc, scheme := reporter.NewProviderConfig()
+	if _, ok := pc.(provider.ProviderConfigStatuser); !ok {
+		return
+	}
+	c, err := client.New(platformCfg, client.Options{Scheme: scheme})
+	if err == nil {
+		// Optimistic: the running replicas write the KCPMode condition beside it.
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := c.Get(ctx, client.ObjectKey{Name: name}, pc); err != nil {
+				return err
+			}
+			orig := pc.DeepCopyObject().(client.Object)
+			meta.SetStatusCondition(&pc.(provider.ProviderConfigStatuser).GetProviderConfigStatus().Conditions, cond)
+			return c.Status().Patch(ctx, pc, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+		})
+	}
+	if apierrors.IsNotFound(err) {
+		log.Info("no ProviderConfig yet to report the API upgrade on", "name", name)
+		return
+	}
+	if err != nil {
+		log.Error(err, "writing the ProviderConfig's APIUpgrade condition", "reason", cond.Reason)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/version"
 	"sigs.k8s.io/yaml"
@@ -18,6 +19,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/apichange"
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/conversion"
 	"github.com/openmcp-project/kcp-serviceprovider/migration"
 )
 
@@ -56,6 +58,12 @@ type Provider struct {
 	// tenants over in place when the ServiceProvider's image is swapped (package
 	// migration, docs/migrating-from-opencontrolplane-runtime.md).
 	Migration *migration.FromOCR
+	// Conversion, when set, holds the Go types of every version of the Service API,
+	// one a hub (controller-runtime's conversion.Hub) and the others convertible to it
+	// (conversion.Convertible), for versions whose schemas differ. init then installs
+	// the Service CRD with a conversion webhook and run serves it, also for the kcp
+	// schema (package conversion; --conversion-webhook-url).
+	Conversion *runtime.Scheme
 	// Local, when set, adds the local command, which starts a whole platform on this
 	// machine with the provider in both modes.
 	Local *Local
@@ -162,11 +170,25 @@ func (p Provider) describe() (*described, error) {
 		return nil, fmt.Errorf("provider %s: CRD %s has no storage version", p.Name, d.service.Name)
 	}
 	d.serviceResource = schema.GroupResource{Group: spec.Group, Resource: spec.Names.Plural}
+	if p.Conversion != nil {
+		if err := conversion.Check(p.Conversion, d.service); err != nil {
+			return nil, fmt.Errorf("provider %s: %w", p.Name, err)
+		}
+	}
 	d.exportName = p.ExportName
 	if d.exportName == "" {
 		d.exportName = spec.Group
 	}
 	return d, nil
+}
+
+// convertThrough makes the Service API's CRD, and the kcp schema derived from it,
+// convert through the webhook at url trusting caBundle; nothing for a provider without
+// Conversion.
+func (d *described) convertThrough(url string, caBundle []byte) {
+	if d.Conversion != nil {
+		conversion.Configure(d.service, url, caBundle)
+	}
 }
 
 // kcp is the surface run provisions and kcp-manifests prints.

@@ -9,11 +9,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/conversion"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
 )
 
@@ -36,6 +38,7 @@ type runOptions struct {
 	accessTimeout           time.Duration
 	grantTimeout            time.Duration
 	mode                    string
+	conversionBindAddress   string
 }
 
 // RunCommand runs the provider until it is stopped.
@@ -61,6 +64,9 @@ of them (leases in --namespace).`,
 			fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "folder with tls.crt and tls.key of the HTTPS metrics endpoint; without them a self-signed certificate is made at start")
 			fs.StringVar(&o.healthProbeBindAddress, "health-probe-bind-address", ":8081", "address of /healthz and /readyz; 0 turns them off")
 			fs.BoolVar(&o.allowDowngrade, "allow-api-downgrade", false, "let kcp mode move the APIExport back to this binary's schemas when it carries a newer API release (a deliberate rollback of the API); without it an older binary serves through the newer schemas")
+			if p.Conversion != nil {
+				fs.StringVar(&o.conversionBindAddress, "conversion-webhook-bind-address", ":9443", "address the Service API's conversion webhook listens on (host:port); --conversion-webhook-url must reach it")
+			}
 			fs.BoolVar(&o.standardMode, "standard-mode", true, "serve the onboarding cluster; false runs kcp mode only")
 			fs.DurationVar(&o.retryInterval, "retry-interval", 10*time.Second, "how often pending access requests are looked at again (grants also arrive through watches)")
 			fs.IntVar(&o.maxConcurrentReconciles, "max-concurrent-reconciles", 8, "parallel reconciles per mode")
@@ -122,6 +128,16 @@ func (o *runOptions) run(ctx context.Context, _ io.Writer) error {
 		onboardingCfg = access.Config
 	}
 
+	if d.Conversion != nil {
+		platform, err := client.New(platformCfg, client.Options{})
+		if err != nil {
+			return fmt.Errorf("platform client: %w", err)
+		}
+		if ctx, err = o.serveConversion(ctx, log, d, platform); err != nil {
+			return err
+		}
+	}
+
 	rt, err := d.NewRuntime(o.providerName, d.kcp())
 	if err != nil {
 		return fmt.Errorf("declaring provider %s to the runtime: %w", o.providerName, err)
@@ -149,4 +165,32 @@ func (o *runOptions) run(ctx context.Context, _ io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// serveConversion starts the Service API's conversion webhook with the certificate init
+// made, and points the CRD run derives the kcp schema from at it. The returned context
+// ends when the webhook stops, so that the runtime does not serve on without it.
+func (o *runOptions) serveConversion(ctx context.Context, log logr.Logger, d *described, platform client.Client) (context.Context, error) {
+	endpoint, err := o.conversionEndpoint()
+	if err != nil {
+		return ctx, err
+	}
+	cert, caBundle, err := conversion.LoadCertificate(ctx, platform, endpoint)
+	if err != nil {
+		return ctx, err
+	}
+	d.convertThrough(endpoint.URL, caBundle)
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		err := conversion.Serve(ctx, o.conversionBindAddress, endpoint.URL, cert, d.Conversion)
+		if err == nil {
+			err = errors.New("the conversion webhook stopped")
+		}
+		if ctx.Err() == nil {
+			log.Error(err, "conversion webhook")
+		}
+		cancel(err)
+	}()
+	log.Info("serving the Service API's conversion webhook", "address", o.conversionBindAddress, "url", endpoint.URL)
+	return ctx, nil
 }

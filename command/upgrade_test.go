@@ -4,23 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"strings"
-	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/apichange"
+	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/storageversion"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget/widgetbuilder"
 	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
@@ -237,5 +244,55 @@ func TestInitMovesStoredObjects(t *testing.T) {
 	}
 	if got != stored {
 		t.Errorf("%d stored objects readable through v1beta1, want %d", got, stored)
+	}
+}
+
+// TestInitReportsOnProviderConfig: init's refusal shows on the ProviderConfig as
+// APIUpgrade False with reason APIChangeRefused and the refusal, and the next init that
+// installs its CRDs sets it True; another failure (not the API's) changes nothing.
+func TestInitReportsOnProviderConfig(t *testing.T) {
+	ctx := context.Background()
+	c, cfg := onboardingServer(t, "report")
+	serviceCRD, configCRD, err := widget.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := installCRD(ctx, logr.Discard(), c, cfg, configCRD, false); err != nil {
+		t.Fatal(err)
+	}
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, widget.AddToScheme} {
+		if err := add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pcs := harness.NewClient(t, cfg, s)
+	if err := pcs.Create(ctx, &widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: "widgets"}}); err != nil {
+		t.Fatal(err)
+	}
+	d := &described{Provider: Provider{Name: "widgets", APIRelease: "v1.2.0", NewRuntime: func(name string, kcp apiexport.Provisionable) (Runner, error) {
+		return widgetbuilder.New(name, s, widget.MCPPermissions).Complete(widget.Provider{})
+	}}, service: serviceCRD, exportName: "widgets"}
+	condition := func() *metav1.Condition {
+		pc := &widget.WidgetConfig{}
+		if err := pcs.Get(ctx, client.ObjectKey{Name: "widgets"}, pc); err != nil {
+			t.Fatal(err)
+		}
+		return meta.FindStatusCondition(pc.Status.Conditions, v1alpha1.ConditionAPIUpgrade)
+	}
+
+	refusal := &refusedError{errors.New(`refusing the change of CRD widgets.services.open-control-plane.io: version v1alpha1: lost property "color"`)}
+	reportAPIUpgrade(ctx, logr.Discard(), cfg, d, "widgets", fmt.Errorf("installing CRD widgets on the onboarding cluster: %w", refusal))
+	got := condition()
+	if got == nil || got.Status != metav1.ConditionFalse || got.Reason != v1alpha1.ReasonAPIChangeRefused || !strings.Contains(got.Message, `lost property "color"`) {
+		t.Fatalf("after a refusal: APIUpgrade %+v, want False, %s, naming the lost property", got, v1alpha1.ReasonAPIChangeRefused)
+	}
+	reportAPIUpgrade(ctx, logr.Discard(), cfg, d, "widgets", errors.New("onboarding cluster unreachable"))
+	if again := condition(); again.Reason != v1alpha1.ReasonAPIChangeRefused {
+		t.Errorf("after a failure that is not the API's: APIUpgrade %+v, want the refusal kept", again)
+	}
+	reportAPIUpgrade(ctx, logr.Discard(), cfg, d, "widgets", nil)
+	if got := condition(); got.Status != metav1.ConditionTrue || got.Reason != v1alpha1.ReasonAPIInstalled || !strings.Contains(got.Message, "v1.2.0") {
+		t.Errorf("after an install: APIUpgrade %+v, want True, %s, naming v1.2.0", got, v1alpha1.ReasonAPIInstalled)
 	}
 }

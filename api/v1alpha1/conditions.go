@@ -24,6 +24,21 @@ const (
 	//     this process.
 	//   - False, ReasonKCPNotConfigured: spec.kcp is not set.
 	ConditionKCPMode = "KCPMode"
+
+	// ConditionAPIUpgrade is the ProviderConfig's condition about the provider's API,
+	// written by init each time it runs (each rollout):
+	//   - True, ReasonAPIInstalled: init installed this release's CRDs (or left newer
+	//     ones as they are).
+	//   - False, ReasonAPIChangeRefused: the pre-flight check refused a change (package
+	//     apichange); the CRDs stay as they were, init fails, and the running replicas
+	//     keep serving.
+	ConditionAPIUpgrade = "APIUpgrade"
+)
+
+// Reasons of the APIUpgrade condition.
+const (
+	ReasonAPIInstalled     = "APIInstalled"
+	ReasonAPIChangeRefused = "APIChangeRefused"
 )
 
 // Reasons of the KCPMode condition, and of the events on the ProviderConfig. Alert rules

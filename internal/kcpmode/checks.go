@@ -68,6 +68,9 @@ func (s *Supervisor) Readyz(req *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), ops.ProbeTimeout)
 	defer cancel()
+	if run.synced != nil && !run.synced(ctx) {
+		return errors.New("the caches of the virtual workspaces (the Service informers among them) have not synced yet")
+	}
 	return run.vw.check(ctx)
 }
 

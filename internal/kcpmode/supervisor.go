@@ -165,6 +165,9 @@ type kcpRun struct {
 	// unwatched, when the manager's provider reports it, lists the virtual
 	// workspaces the endpoint slice publishes that kcp mode cannot watch yet.
 	unwatched func() []kcpprovider.Unwatched
+	// synced, when the manager's provider reports it, waits until the caches of the
+	// watched virtual workspaces, the Service informers among them, have synced.
+	synced func(ctx context.Context) bool
 	// start runs the manager until the run is cancelled, then closes done.
 	start func()
 }
@@ -331,6 +334,9 @@ func (s *Supervisor) sync(ctx context.Context, logger logr.Logger, poke func()) 
 		p.Notify(poke)
 		run.unwatched = p.Unwatched
 	}
+	if p, ok := run.mgr.GetProvider().(cacheSyncer); ok {
+		run.synced = p.WaitForCacheSync
+	}
 	s.stop(logger)
 	s.mu.Lock()
 	s.current = run
@@ -369,6 +375,12 @@ func (s *Supervisor) failed(ctx context.Context, logger logr.Logger, pc provider
 type watchReporter interface {
 	Notify(func())
 	Unwatched() []kcpprovider.Unwatched
+}
+
+// cacheSyncer is a multicluster provider whose caches readiness waits for
+// (kcpprovider.Provider).
+type cacheSyncer interface {
+	WaitForCacheSync(ctx context.Context) bool
 }
 
 func (s *Supervisor) reportActive(ctx context.Context, pc provider.ProviderConfig, run *kcpRun) {

@@ -129,6 +129,26 @@ func New(cfg *rest.Config, endpointSlice string, opts Options) (*Provider, error
 	return p, nil
 }
 
+// WaitForCacheSync waits until the wildcard cache of every watched virtual workspace
+// has synced each informer it holds (the APIBindings', and the Service API's once a
+// workspace is engaged), and reports whether they did before ctx ended. After a
+// schema change the Service informers list through the new schema first, so a replica
+// that waits for this before it reports ready serves the new schema when it does.
+func (p *Provider) WaitForCacheSync(ctx context.Context) bool {
+	p.mu.Lock()
+	eps := make([]*endpoint, 0, len(p.endpoints))
+	for _, ep := range p.endpoints {
+		eps = append(eps, ep)
+	}
+	p.mu.Unlock()
+	for _, ep := range eps {
+		if !ep.wildcard.WaitForCacheSync(ctx) {
+			return false
+		}
+	}
+	return true
+}
+
 // Get returns an engaged workspace.
 func (p *Provider) Get(ctx context.Context, name multicluster.ClusterName) (cluster.Cluster, error) {
 	return p.clusters.Get(ctx, name)
