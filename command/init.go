@@ -127,11 +127,12 @@ func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
 
 	if platformService {
 		// One cluster serves everything; the image is the same.
-		for _, c := range d.crds {
-			if err := installCRD(ctx, log, platform, platformCfg, c, o.allowDowngrade); err != nil {
-				return fmt.Errorf("installing CRD %s on the platform cluster: %w", c.Name, err)
-			}
-			log.Info("CRD installed", "crd", c.Name, "cluster", clustersv1alpha1.PURPOSE_PLATFORM)
+		err := o.installCRDs(ctx, log, d, func(string) (string, client.Client, *rest.Config) {
+			return clustersv1alpha1.PURPOSE_PLATFORM, platform, platformCfg
+		})
+		reportAPIUpgrade(ctx, log, platformCfg, d, o.providerName, err)
+		if err != nil {
+			return err
 		}
 		log.Info("init done (platform-service mode)")
 		return nil
@@ -162,28 +163,13 @@ func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
 		return fmt.Errorf("onboarding client: %w", err)
 	}
 
-	type cluster struct {
-		client client.Client
-		config *rest.Config
-	}
-	clusters := map[string]cluster{
-		clustersv1alpha1.PURPOSE_PLATFORM:   {platform, platformCfg},
-		clustersv1alpha1.PURPOSE_ONBOARDING: {onboarding, onboardingCfg},
-	}
-	installed := func() error {
-		for _, c := range d.crds {
-			purpose := c.Labels[ClusterLabel]
-			target, ok := clusters[purpose]
-			if !ok {
-				return fmt.Errorf("CRD %s: label %s=%q names no cluster init knows", c.Name, ClusterLabel, purpose)
-			}
-			if err := installCRD(ctx, log, target.client, target.config, c, o.allowDowngrade); err != nil {
-				return fmt.Errorf("installing CRD %s on the %s cluster: %w", c.Name, purpose, err)
-			}
-			log.Info("CRD installed", "crd", c.Name, "cluster", purpose)
+	onCluster := func(purpose string) (string, client.Client, *rest.Config) {
+		if purpose == clustersv1alpha1.PURPOSE_ONBOARDING {
+			return purpose, onboarding, onboardingCfg
 		}
-		return nil
-	}()
+		return clustersv1alpha1.PURPOSE_PLATFORM, platform, platformCfg
+	}
+	installed := o.installCRDs(ctx, log, d, onCluster)
 	reportAPIUpgrade(ctx, log, platformCfg, d, o.providerName, installed)
 	if installed != nil {
 		return installed
@@ -194,6 +180,20 @@ func (o *initOptions) run(ctx context.Context, _ io.Writer) error {
 		return err
 	}
 	log.Info("init done")
+	return nil
+}
+
+// installCRDs installs every CRD of the provider on the cluster on names for its
+// ClusterLabel purpose (describe accepts only onboarding and platform): one loop for
+// both deployment modes, so that both report on the ProviderConfig.
+func (o *initOptions) installCRDs(ctx context.Context, log logr.Logger, d *described, on func(purpose string) (cluster string, c client.Client, cfg *rest.Config)) error {
+	for _, c := range d.crds {
+		cluster, target, cfg := on(c.Labels[ClusterLabel])
+		if err := installCRD(ctx, log, target, cfg, c, o.allowDowngrade); err != nil {
+			return fmt.Errorf("installing CRD %s on the %s cluster: %w", c.Name, cluster, err)
+		}
+		log.Info("CRD installed", "crd", c.Name, "cluster", cluster)
+	}
 	return nil
 }
 
