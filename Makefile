@@ -39,9 +39,12 @@ binaries:
 ## bench: measure kcp mode at 10/100/500 workspaces (the floor, cost per workspace, newcomers), and standard mode
 ## against opencontrolplane-runtime; writes docs/benchmarks.md (about 60 min on 2 cores).
 ## Override sizes with BENCH_ARGS, e.g. make bench BENCH_ARGS="-sizes 10 -steady 10s".
+## BENCH_BASELINE=<rev> measures kcp mode and the runs of several replicas again with the runtime of that
+## commit, in the same run: the old behaviour's rows (hack/bench-baseline.sh).
 BENCH_ARGS ?= -sizes 10,100,500 -std-sizes 10,100
 bench:
-	export "$$(hack/test-binaries.sh | tail -1)" && cd test/bench && go run . -out ../../docs/benchmarks.md $(BENCH_ARGS)
+	export "$$(hack/test-binaries.sh | tail -1)" && cd test/bench && go run . -out ../../docs/benchmarks.md \
+		$(if $(BENCH_BASELINE),-baseline "$$(cd ../.. && hack/bench-baseline.sh $(BENCH_BASELINE))") $(BENCH_ARGS)
 
 ## bench-upgrades: Service API upgrades: storage migration on the onboarding cluster
 ## (100 and 1000 objects, against the classic get-and-update migrator) and a schema move

@@ -1,8 +1,10 @@
 package builder
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
@@ -85,14 +87,17 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 	platformCfg := rest.CopyConfig(opts.Platform)
 	opts.tune(platformCfg)
 	// Several replicas share the workspaces rather than elect a leader
-	// (docs/design/replicas.md): the coordinator engages each workspace in one of them.
+	// (docs/design/replicas.md): they divide the kcp shards, each watching only the
+	// workspaces of its own, and the coordinator engages each workspace in one of
+	// the replicas of its shard.
 	var replicas *sharding.Replicas
 	var mcOpts []mcmanager.Option
 	if opts.LeaderElection {
 		mopts.LeaderElection = false
-		if replicas, err = r.replicas(opts); err != nil {
+		if replicas, err = r.replicas(opts, mode.Provider); err != nil {
 			return nil, err
 		}
+		mode.Provider.SetServes(replicas.ServesShard)
 		mcOpts = append(mcOpts, mcmanager.WithCoordinator(replicas.Coordinator()))
 	}
 	mgr, err := mcmanager.New(platformCfg, mode.Provider, mopts, mcOpts...)
@@ -148,13 +153,19 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 	return mgr, nil
 }
 
+// kcpLeaseDuration is how long a silent kcp-mode replica keeps its workspaces when
+// Options.LeaseDuration is not set: a SIGKILLed replica's workspaces are served again
+// within about this plus two RetryPeriods and the reconciles queued behind them
+// (docs/design/replicas.md, Timings).
+const kcpLeaseDuration = 10 * time.Second
+
 // replicas builds this replica's share of kcp mode's workspaces. Its Leases are
 // renewed through a client of their own, without a client-side rate limit: a renewal
 // queued behind a burst of reconciles, or behind the other fences' renewals (two
 // requests per served workspace every third of the lease duration), would let a fence
 // lapse. The lease timing paces them; the platform API server's priority and fairness
 // guards the server.
-func (r *Runtime[T]) replicas(opts Options) (*sharding.Replicas, error) {
+func (r *Runtime[T]) replicas(opts Options, shards sharding.Shards) (*sharding.Replicas, error) {
 	cfg := rest.CopyConfig(opts.Platform)
 	opts.tune(cfg)
 	cfg.QPS = -1
@@ -164,8 +175,9 @@ func (r *Runtime[T]) replicas(opts Options) (*sharding.Replicas, error) {
 	}
 	return sharding.New(sharding.Options{
 		Client: c, Namespace: opts.LeaseNamespace, Name: r.decl.name + "-kcp", Replica: opts.Replica,
-		LeaseDuration: opts.LeaseDuration, Probe: opts.RetryPeriod, Provider: r.decl.name,
-		Log: log.Log.WithName(r.decl.name),
+		LeaseDuration: cmp.Or(opts.LeaseDuration, kcpLeaseDuration), Probe: opts.RetryPeriod, Provider: r.decl.name,
+		Shards: shards,
+		Log:    log.Log.WithName(r.decl.name),
 	}), nil
 }
 

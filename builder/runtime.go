@@ -70,8 +70,9 @@ type Options struct {
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election; zero keeps
 	// controller-runtime's defaults (15s, 10s, 2s). A standby takes over at most about
 	// LeaseDuration + RetryPeriod after the leader died. In kcp mode LeaseDuration is
-	// also how long a silent replica keeps its workspaces, and RetryPeriod how often
-	// a replica re-decides which workspaces it serves.
+	// instead how long a silent replica keeps its workspaces (default 10s, renewed
+	// every half of it), and RetryPeriod how often a replica re-decides which
+	// workspaces it serves.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Replica is this process's identity among the replicas: on the Leases it holds,
 	// on the events it records and in the user agent of its requests (hence the field
@@ -158,9 +159,6 @@ func (o *Options) defaults() {
 	if o.Replica == "" {
 		host, _ := os.Hostname()
 		o.Replica = fmt.Sprintf("%s-%d", cmp.Or(host, "replica"), os.Getpid())
-	}
-	if o.LeaseDuration == 0 {
-		o.LeaseDuration = 15 * time.Second
 	}
 	if o.RetryPeriod == 0 {
 		o.RetryPeriod = 2 * time.Second

@@ -9,4 +9,9 @@
 // retried with backoff until it works or leaves the slice, and what is not watched is
 // reported (Unwatched, a metric, the Notify hook) instead of being dropped until the
 // slice changes again. docs/design/virtual-workspace-retry.md has the evidence.
+//
+// With several replicas, each serves only the virtual workspaces Options.Serves
+// names (package sharding divides them): of the others it watches the APIBindings
+// alone, so that it knows which workspaces are bound where (ShardOf), and engages
+// nothing.
 package kcpprovider

@@ -48,6 +48,14 @@ type Options struct {
 	Endpoints func(urls []string)
 	// Name is the provider's name, the label of the metrics.
 	Name string
+	// Serves, if set, says whether this process serves the workspaces of the
+	// virtual workspace at url; replicas that divide the shards among them set it
+	// (docs/design/replicas.md). The APIBindings of every published virtual
+	// workspace are watched all the same, so that ShardOf knows every bound
+	// workspace, but only the workspaces of a served one are engaged, and only
+	// there do the engaged workspaces' watches run. Call Reassess when its answers
+	// change. Default: every virtual workspace is served.
+	Serves func(url string) bool
 	// RetryMin and RetryMax bound the backoff of a virtual workspace that could not
 	// be watched and of a workspace that could not be engaged. Defaults: 1 s, 30 s.
 	RetryMin, RetryMax time.Duration
@@ -77,7 +85,10 @@ type Provider struct {
 	// replace it).
 	watch func(ctx context.Context, url string, aware multicluster.Aware) (*endpoint, error)
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// ctx and aware are Start's, for Reassess; aware is nil before Start.
+	ctx       context.Context
+	aware     multicluster.Aware
 	published []string
 	endpoints map[string]*endpoint // watched, by URL
 	failed    map[string]error     // published and not watched: the last error, by URL
@@ -135,13 +146,7 @@ func New(cfg *rest.Config, endpointSlice string, opts Options) (*Provider, error
 // schema change the Service informers list through the new schema first, so a replica
 // that waits for this before it reports ready serves the new schema when it does.
 func (p *Provider) WaitForCacheSync(ctx context.Context) bool {
-	p.mu.Lock()
-	eps := make([]*endpoint, 0, len(p.endpoints))
-	for _, ep := range p.endpoints {
-		eps = append(eps, ep)
-	}
-	p.mu.Unlock()
-	for _, ep := range eps {
+	for _, ep := range p.watched() {
 		if !ep.wildcard.WaitForCacheSync(ctx) {
 			return false
 		}
@@ -186,6 +191,9 @@ func (p *Provider) Unwatched() []Unwatched {
 func (p *Provider) Start(ctx context.Context, aware multicluster.Aware) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	p.mu.Lock()
+	p.ctx, p.aware = ctx, aware
+	p.mu.Unlock()
 	inf, err := p.cache.GetInformer(ctx, p.slice, cache.BlockUntilSynced(false))
 	if err != nil {
 		return fmt.Errorf("informer of the APIExportEndpointSlice: %w", err)
@@ -263,6 +271,8 @@ func (p *Provider) setPublished(urls []string) {
 		p.stopEndpoint(ep)
 	}
 	p.changed(changed)
+	// A shard joining or leaving can move the others between the replicas.
+	p.Reassess()
 }
 
 // next handles one item of the retry queue; false once the queue shut down.
@@ -322,6 +332,9 @@ func (p *Provider) startEndpoint(ctx context.Context, aware multicluster.Aware, 
 	}
 	if err == nil && published {
 		p.log.Info("watching virtual workspace", "url", url)
+		// Serves may have changed its answer while the watch started, after the
+		// endpoint took the old one and before Reassess could see it.
+		p.Reassess()
 	}
 	p.changed(wasFailed != isFailed)
 	if published {
@@ -352,10 +365,15 @@ func (p *Provider) endpointFailed(ep *endpoint, err error) {
 // changed, calls the Notify hooks.
 func (p *Provider) changed(unwatchedChanged bool) {
 	p.mu.Lock()
-	published, watched := len(p.published), len(p.endpoints)
+	published, watched, served := len(p.published), len(p.endpoints), 0
+	for _, ep := range p.endpoints {
+		if ep.isServing() {
+			served++
+		}
+	}
 	hooks := slices.Clone(p.notify)
 	p.mu.Unlock()
-	metrics.KCPVirtualWorkspaces(p.opts.Name, published, watched)
+	metrics.KCPVirtualWorkspaces(p.opts.Name, published, watched, served)
 	if unwatchedChanged {
 		for _, f := range hooks {
 			f()
@@ -369,7 +387,7 @@ func (p *Provider) engageAgain(ctx context.Context, aware multicluster.Aware, k 
 	p.mu.Lock()
 	ep := p.endpoints[k.url]
 	p.mu.Unlock()
-	if ep == nil || !ep.readyBinding(k.cluster) {
+	if ep == nil || !ep.isServing() || !ep.readyBinding(k.cluster) {
 		return nil
 	}
 	return p.engage(ctx, aware, ep, k.cluster)
@@ -400,7 +418,7 @@ func (p *Provider) engage(ctx context.Context, aware multicluster.Aware, ep *end
 // bindingChanged engages the workspace of a ready APIBinding; a failure is retried.
 func (p *Provider) bindingChanged(ctx context.Context, aware multicluster.Aware, ep *endpoint, o any) {
 	obj, ok := o.(client.Object)
-	if !ok || !isReady(obj) {
+	if !ok || !isReady(obj) || !ep.isServing() {
 		return
 	}
 	name := logicalcluster.From(obj)
@@ -458,9 +476,17 @@ type endpoint struct {
 	bindings toolscache.Indexer
 
 	mu sync.Mutex
+	// serving: its workspaces are engaged (Options.Serves).
+	serving bool
 	// engaged are the workspaces engaged through it, whose event recorders stop
 	// with it.
 	engaged map[logicalcluster.Name]bool
+}
+
+func (ep *endpoint) isServing() bool {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.serving
 }
 
 // watchEndpoint starts the wildcard cache of the virtual workspace at url with an
@@ -468,12 +494,16 @@ type endpoint struct {
 func (p *Provider) watchEndpoint(ctx context.Context, url string, aware multicluster.Aware) (*endpoint, error) {
 	cfg := rest.CopyConfig(p.cfg)
 	cfg.Host = url
-	wildcard, err := mcpcache.NewWildcardCache(cfg, cache.Options{Scheme: p.opts.Scheme})
+	// Nothing reads the managed fields of what these caches hold (the Service objects,
+	// the APIBindings, the runtime's objects in the workspaces): kept, they were a
+	// good part of each cached object.
+	wildcard, err := mcpcache.NewWildcardCache(cfg, cache.Options{Scheme: p.opts.Scheme, DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		return nil, fmt.Errorf("wildcard cache of virtual workspace %s: %w", url, err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	ep := &endpoint{url: url, cfg: cfg, ctx: ctx, cancel: cancel, wildcard: wildcard, engaged: map[logicalcluster.Name]bool{}}
+	ep := &endpoint{url: url, cfg: cfg, ctx: ctx, cancel: cancel, wildcard: wildcard, engaged: map[logicalcluster.Name]bool{},
+		serving: p.serves(url)}
 	binding := &apisv1alpha1.APIBinding{}
 	// The first request to the virtual workspace: discovery, which fails while kcp
 	// does not serve the export there yet.
@@ -541,5 +571,98 @@ func (ep *endpoint) untrackAll() []logicalcluster.Name {
 		names = append(names, name)
 	}
 	ep.engaged = map[logicalcluster.Name]bool{}
+	return names
+}
+
+// SetServes sets Options.Serves; call it before Start.
+func (p *Provider) SetServes(serves func(url string) bool) { p.opts.Serves = serves }
+
+func (p *Provider) serves(url string) bool { return p.opts.Serves == nil || p.opts.Serves(url) }
+
+// watched returns the watched virtual workspaces.
+func (p *Provider) watched() []*endpoint {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	eps := make([]*endpoint, 0, len(p.endpoints))
+	for _, ep := range p.endpoints {
+		eps = append(eps, ep)
+	}
+	return eps
+}
+
+// Published returns the virtual workspace URLs the endpoint slice lists.
+func (p *Provider) Published() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.published)
+}
+
+// ShardOf returns the URL of the watched virtual workspace that holds a ready
+// APIBinding of the workspace, served here or not.
+func (p *Provider) ShardOf(workspace string) (string, bool) {
+	for _, ep := range p.watched() {
+		if ep.readyBinding(logicalcluster.Name(workspace)) {
+			return ep.url, true
+		}
+	}
+	return "", false
+}
+
+// Reassess asks Options.Serves again for every watched virtual workspace: one newly
+// served has its bound workspaces engaged; one no longer served is watched anew,
+// its APIBindings only, so that its workspaces disengage and the memory of their
+// watches goes with the old cache.
+func (p *Provider) Reassess() {
+	p.mu.Lock()
+	ctx, aware := p.ctx, p.aware
+	p.mu.Unlock()
+	if aware == nil {
+		return
+	}
+	for _, ep := range p.watched() {
+		want := p.serves(ep.url)
+		ep.mu.Lock()
+		was := ep.serving
+		ep.serving = want
+		ep.mu.Unlock()
+		switch {
+		case want && !was:
+			p.log.Info("serving the workspaces of a virtual workspace", "url", ep.url)
+			for _, o := range ep.bindings.List() {
+				p.bindingChanged(ctx, aware, ep, o)
+			}
+		case !want && was:
+			p.log.Info("no longer serving the workspaces of a virtual workspace; watching its APIBindings only", "url", ep.url)
+			p.rewatch(ep)
+		}
+	}
+	p.changed(false)
+}
+
+// rewatch stops ep and queues its URL to be watched anew.
+func (p *Provider) rewatch(ep *endpoint) {
+	p.mu.Lock()
+	current := p.endpoints[ep.url] == ep
+	if current {
+		delete(p.endpoints, ep.url)
+		p.queue.Add(key{url: ep.url})
+	}
+	p.mu.Unlock()
+	if !current {
+		return
+	}
+	for _, name := range ep.engagedNames() {
+		p.clusters.Remove(multicluster.ClusterName(name.String()))
+	}
+	p.stopEndpoint(ep)
+}
+
+func (ep *endpoint) engagedNames() []logicalcluster.Name {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	names := make([]logicalcluster.Name, 0, len(ep.engaged))
+	for name := range ep.engaged {
+		names = append(names, name)
+	}
 	return names
 }

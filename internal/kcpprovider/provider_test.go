@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
@@ -176,3 +178,94 @@ func TestUnwatchedVirtualWorkspaceIsRetried(t *testing.T) {
 		}
 	})
 }
+
+// TestServesDividesVirtualWorkspaces: every published virtual workspace is watched,
+// only those Options.Serves names are served, and Reassess applies a change of its
+// answers: a newly served one keeps its watch, one no longer served is watched anew
+// (its APIBindings only), so that its workspaces' watches go with the old cache.
+func TestServesDividesVirtualWorkspaces(t *testing.T) {
+	const name = "serves-test"
+	const one, two = "https://vw-shard-1/services/apiexport/x/widgets", "https://vw-shard-2/services/apiexport/x/widgets"
+	var mu sync.Mutex
+	served := map[string]bool{one: true}
+	scheme := runtime.NewScheme()
+	if err := apisv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(&rest.Config{Host: "https://127.0.0.1:1"}, "widgets", Options{
+		Scheme: scheme, Name: name, RetryMin: 10 * time.Millisecond, RetryMax: 40 * time.Millisecond,
+		Serves: func(url string) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return served[url]
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeWatch{failures: map[string]int{}, attempts: map[string]int{}, stopped: map[string]bool{}}
+	p.watch = func(ctx context.Context, url string, aware multicluster.Aware) (*endpoint, error) {
+		ep, err := f.watch(ctx, url, aware)
+		if ep != nil {
+			ep.serving = p.serves(url)
+			ep.bindings = toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+		}
+		return ep, err
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	p.ctx, p.aware = ctx, noAware{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for p.next(ctx, noAware{}) {
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		p.queue.ShutDown()
+		<-done
+	})
+	servedGauge := func() float64 {
+		return testutil.ToFloat64(metrics.KCPVirtualWorkspacesGauge.WithLabelValues(name, "served"))
+	}
+
+	p.setPublished([]string{one, two})
+	eventually(t, "both watched, one served", func() error {
+		if pub, w := gauges(name); pub != 2 || w != 2 || servedGauge() != 1 {
+			return fmt.Errorf("published %v watched %v served %v", pub, w, servedGauge())
+		}
+		return nil
+	})
+
+	mu.Lock()
+	served = map[string]bool{two: true}
+	mu.Unlock()
+	p.Reassess()
+	eventually(t, "the first watched anew, the second served", func() error {
+		if got := f.get(f.attempts, one); got != 2 {
+			return fmt.Errorf("the first watched %d times", got)
+		}
+		if _, w := gauges(name); w != 2 || servedGauge() != 1 {
+			return fmt.Errorf("watched %v served %v", w, servedGauge())
+		}
+		return nil
+	})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.stopped[one] {
+		t.Error("the first virtual workspace's old watch still runs")
+	}
+	if f.attempts[two] != 1 || f.stopped[two] {
+		t.Errorf("the second was watched %d times (stopped: %v), want once, its watch kept", f.attempts[two], f.stopped[two])
+	}
+	for _, ep := range p.watched() {
+		if ep.isServing() != (ep.url == two) {
+			t.Errorf("%s serving: %v", ep.url, ep.isServing())
+		}
+	}
+}
+
+// noAware engages nothing.
+type noAware struct{}
+
+func (noAware) Engage(context.Context, multicluster.ClusterName, cluster.Cluster) error { return nil }

@@ -119,10 +119,11 @@ var (
 		"provider", "kind")
 
 	// KCPVirtualWorkspacesGauge is how many virtual workspaces (one per kcp shard with
-	// a binding) the APIExportEndpointSlice lists, and how many of them kcp mode
-	// watches: a difference that lasts means tenants on a shard are not served.
+	// a binding) the APIExportEndpointSlice lists, how many of them kcp mode watches
+	// (a difference that lasts means tenants on a shard are not served) and how many
+	// of those this replica serves (replicas divide the shards).
 	KCPVirtualWorkspacesGauge = gauge("kcp", "virtual_workspaces",
-		"Virtual workspaces of kcp mode's APIExport: state published (listed in the APIExportEndpointSlice) and watched (served by this process).",
+		"Virtual workspaces of kcp mode's APIExport: state published (listed in the APIExportEndpointSlice), watched (by this process) and served (their workspaces served by this replica).",
 		"provider", "state")
 
 	// KCPReplicas is how many replicas this replica sees sharing kcp mode's workspaces.
@@ -210,9 +211,11 @@ func KCPReplicasSeen(provider string, n int) {
 	KCPReplicas.WithLabelValues(provider).Set(float64(n))
 }
 
-// KCPVirtualWorkspaces records how many virtual workspaces the endpoint slice lists
-// and how many kcp mode watches.
-func KCPVirtualWorkspaces(provider string, published, watched int) {
+// KCPVirtualWorkspaces records how many virtual workspaces the endpoint slice lists,
+// how many kcp mode watches and how many of those it serves (with replicas dividing
+// the shards, the others are watched for their APIBindings only).
+func KCPVirtualWorkspaces(provider string, published, watched, served int) {
 	KCPVirtualWorkspacesGauge.WithLabelValues(provider, "published").Set(float64(published))
 	KCPVirtualWorkspacesGauge.WithLabelValues(provider, "watched").Set(float64(watched))
+	KCPVirtualWorkspacesGauge.WithLabelValues(provider, "served").Set(float64(served))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,7 +24,7 @@ import (
 const peerLabel = "serviceprovider.open-control-plane.io/replica-of"
 
 // registry is a peers.Registry whose members expire after ttl: each replica renews a
-// Lease of its own every ttl/3 and reads the others' from one labelled list every
+// Lease of its own every renewEvery and reads the others' from one labelled list every
 // refresh, so that it notices a dead member at most refresh after its Lease expired.
 type registry struct {
 	c      client.Client
@@ -31,22 +32,41 @@ type registry struct {
 	prefix string
 	self   sharder.PeerInfo
 	ttl    time.Duration
-	// refresh is how often the members are listed.
-	refresh time.Duration
-	log     logr.Logger
-	// seen is told the number of live peers after each refresh.
-	seen func(int)
+	// renewEvery is how often this replica's Lease is renewed; refresh how often the
+	// members are listed.
+	renewEvery, refresh time.Duration
+	log                 logr.Logger
+	// seen is told the number of live peers after each refresh; changed is called
+	// when the members differ from the last listing's, and when the registry settles.
+	seen    func(int)
+	changed func()
 
 	mu    sync.RWMutex
 	peers []sharder.PeerInfo
+	// lists counts the successful listings: the registry has settled after the
+	// second (settleListings).
+	lists int
 }
+
+// settleListings is how many listings a replica waits for before it takes a share:
+// replicas that start within one refresh of each other then see each other before
+// either takes the whole.
+const settleListings = 2
 
 var _ peers.Registry = &registry{}
 
-func newRegistry(c client.Client, ns, prefix, id string, ttl, refresh time.Duration, log logr.Logger, seen func(int)) *registry {
+func newRegistry(c client.Client, ns, prefix, id string, ttl, renewEvery, refresh time.Duration, log logr.Logger, seen func(int), changed func()) *registry {
 	self := sharder.PeerInfo{ID: peerID(id), Weight: 1}
-	return &registry{c: c, ns: ns, prefix: prefix, self: self, ttl: ttl, refresh: min(refresh, ttl/3), log: log, seen: seen,
-		peers: []sharder.PeerInfo{self}}
+	return &registry{c: c, ns: ns, prefix: prefix, self: self, ttl: ttl, renewEvery: renewEvery, refresh: min(refresh, renewEvery),
+		log: log, seen: seen, changed: changed, peers: []sharder.PeerInfo{self}}
+}
+
+// settled says whether the registry has listed the members often enough to take a
+// share (settleListings).
+func (r *registry) settled() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.lists >= settleListings
 }
 
 func (r *registry) Self() sharder.PeerInfo { return r.self }
@@ -62,7 +82,7 @@ func (r *registry) Snapshot() []sharder.PeerInfo {
 // deletes the Lease, so that the others need not wait ttl to count a replica stopped
 // on purpose out.
 func (r *registry) Run(ctx context.Context) error {
-	renew, refresh := time.NewTicker(r.ttl/3), time.NewTicker(r.refresh)
+	renew, refresh := time.NewTicker(r.renewEvery), time.NewTicker(r.refresh)
 	defer renew.Stop()
 	defer refresh.Stop()
 	r.renew(ctx)
@@ -132,10 +152,16 @@ func (r *registry) list(ctx context.Context) error {
 		live = append(live, sharder.PeerInfo{ID: *l.HolderIdentity, Weight: 1})
 	}
 	r.mu.Lock()
+	changed := !slices.EqualFunc(sortedIDs(r.peers), sortedIDs(live), func(a, b string) bool { return a == b })
 	r.peers = live
+	r.lists++
+	changed = changed || r.lists == settleListings
 	r.mu.Unlock()
 	if r.seen != nil {
 		r.seen(len(live))
+	}
+	if changed && r.changed != nil {
+		r.changed()
 	}
 	return nil
 }
@@ -158,6 +184,15 @@ func (r *registry) leave() {
 func peerID(replica string) string {
 	sum := sha256.Sum256([]byte(replica))
 	return sanitize.DNS1123(replica) + "-" + hex.EncodeToString(sum[:8])
+}
+
+func sortedIDs(peers []sharder.PeerInfo) []string {
+	ids := make([]string, len(peers))
+	for i, p := range peers {
+		ids[i] = p.ID
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 func seconds(d time.Duration) int32 {

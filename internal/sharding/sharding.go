@@ -2,6 +2,8 @@ package sharding
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -29,8 +31,12 @@ type Options struct {
 	Replica string
 	// LeaseDuration is both how long a silent replica stays a member and how long its
 	// fence on a workspace holds: a killed replica's workspaces move after about
-	// that long. Renewals happen every third of it.
+	// that long. Renewals happen every half of it (docs/design/replicas.md, Timings).
 	LeaseDuration time.Duration
+	// Shards, when set, are divided first: each replica watches and serves the
+	// workspaces of its own kcp shards only, and the replicas of one shard share its
+	// workspaces. Without it every replica watches every workspace.
+	Shards Shards
 	// Probe is how often the coordinator re-decides ownership.
 	Probe time.Duration
 	// Provider labels the metrics.
@@ -38,11 +44,23 @@ type Options struct {
 	Log      logr.Logger
 }
 
+// Shards are the kcp shards the replicas divide, each known by the URL of its
+// virtual workspace (kcpprovider.Provider).
+type Shards interface {
+	// Published returns the virtual workspace URLs of the endpoint slice.
+	Published() []string
+	// ShardOf returns the virtual workspace of a bound workspace.
+	ShardOf(workspace string) (string, bool)
+	// Reassess applies a change of ServesShard's answers.
+	Reassess()
+}
+
 // Replicas is this replica's view of the replicas sharing kcp mode's workspaces.
 type Replicas struct {
 	registry *registry
 	coord    *sharded.Coordinator
 	hrw      sharder.Sharder
+	shards   Shards
 	provider string
 }
 
@@ -50,17 +68,83 @@ type Replicas struct {
 // given Coordinator starts.
 func New(o Options) *Replicas {
 	log := o.Log.WithName("sharding").WithValues("replica", o.Replica)
-	reg := newRegistry(o.Client, o.Namespace, o.Name+"-replica", o.Replica, o.LeaseDuration, o.Probe, log,
-		func(n int) { metrics.KCPReplicasSeen(o.Provider, n) })
-	coord := sharded.New(o.Client, log,
-		sharded.WithPeerRegistry(reg),
+	r := &Replicas{hrw: sharder.NewHRW(), shards: o.Shards, provider: o.Provider}
+	changed := func() {}
+	if o.Shards != nil {
+		changed = o.Shards.Reassess
+	}
+	// Renewals every half of the duration: one renewal may come late by up to half
+	// the duration before a fence lapses, and the duration itself bounds failover.
+	renew := o.LeaseDuration / 2
+	r.registry = newRegistry(o.Client, o.Namespace, o.Name+"-replica", o.Replica, o.LeaseDuration, renew, o.Probe, log,
+		func(n int) { metrics.KCPReplicasSeen(o.Provider, n) }, changed)
+	r.coord = sharded.New(o.Client, log,
+		sharded.WithPeerRegistry(r.registry),
+		sharded.WithSharder(shardSharder{r}),
 		sharded.WithShardLease(o.Namespace, o.Name+"-ws"),
 		sharded.WithPerClusterLease(true),
-		// The library's rule of thumb: renew at a third of the duration.
-		sharded.WithLeaseTimings(o.LeaseDuration, o.LeaseDuration/3, o.Probe/2),
+		sharded.WithLeaseTimings(o.LeaseDuration, renew, o.Probe/2),
 		sharded.WithSynchronizationIntervals(o.Probe, 3*o.Probe),
 	)
-	return &Replicas{registry: reg, coord: coord, hrw: sharder.NewHRW(), provider: o.Provider}
+	return r
+}
+
+// ServesShard says whether this replica watches and serves the workspaces of the
+// kcp shard whose virtual workspace is url: not before the registry has settled, so
+// that replicas starting together do not each take every shard first.
+func (r *Replicas) ServesShard(url string) bool {
+	if r.shards == nil {
+		return true
+	}
+	if !r.registry.settled() {
+		return false
+	}
+	return slices.ContainsFunc(shardGroup(url, r.shards.Published(), r.registry.Snapshot()), r.isSelf)
+}
+
+func (r *Replicas) isSelf(p sharder.PeerInfo) bool { return p.ID == r.registry.Self().ID }
+
+// shardGroup returns the replicas among peers that serve the shard of url, of the
+// shards urls: with at least as many replicas as shards, replica j (in the order of
+// their IDs) serves shard j mod len(urls) (in the order of their URLs), so every
+// shard has replicas and their numbers differ by one at most; with fewer, shard i
+// is served by replica i mod len(peers) alone. Every replica computes the same
+// answer from the same members.
+func shardGroup(url string, urls []string, peers []sharder.PeerInfo) []sharder.PeerInfo {
+	urls = slices.Sorted(slices.Values(urls))
+	i := slices.Index(urls, url)
+	if i < 0 || len(peers) == 0 {
+		return nil
+	}
+	peers = slices.SortedFunc(slices.Values(peers), func(a, b sharder.PeerInfo) int { return strings.Compare(a.ID, b.ID) })
+	if len(peers) < len(urls) {
+		return peers[i%len(peers) : i%len(peers)+1]
+	}
+	var group []sharder.PeerInfo
+	for j, p := range peers {
+		if j%len(urls) == i {
+			group = append(group, p)
+		}
+	}
+	return group
+}
+
+// shardSharder is the coordinator's sharder when the shards are divided: a
+// workspace belongs to the replicas of its shard, and among them to the one the
+// library's rendezvous hash names.
+type shardSharder struct{ r *Replicas }
+
+func (s shardSharder) ShouldOwn(workspace string, peers []sharder.PeerInfo, self sharder.PeerInfo) bool {
+	if s.r.shards == nil {
+		return s.r.hrw.ShouldOwn(workspace, peers, self)
+	}
+	url, ok := s.r.shards.ShardOf(workspace)
+	if !ok || !s.r.registry.settled() {
+		return false
+	}
+	group := shardGroup(url, s.r.shards.Published(), peers)
+	return slices.ContainsFunc(group, func(p sharder.PeerInfo) bool { return p.ID == self.ID }) &&
+		s.r.hrw.ShouldOwn(workspace, group, self)
 }
 
 // Coordinator is what kcp mode's manager engages workspaces through
@@ -80,11 +164,18 @@ func (r *Replicas) Peers() []string {
 	return ids
 }
 
-// Responsible says whether this replica is the one the sharder names for the
-// workspace among the live replicas. Work tied to no engaged workspace (the sweep of
-// a workspace that is gone) asks it, so that one replica does it.
+// Responsible says whether this replica is the one to act for the workspace where
+// no engagement decides it (the orphan sweep): for a bound workspace the replica that
+// serves it, which alone sees its objects when the shards are divided; for one that
+// is gone the one the rendezvous hash names among all live replicas.
 func (r *Replicas) Responsible(workspace string) bool {
-	return r.hrw.ShouldOwn(workspace, r.registry.Snapshot(), r.registry.Self())
+	peers, self := r.registry.Snapshot(), r.registry.Self()
+	if r.shards != nil {
+		if _, bound := r.shards.ShardOf(workspace); bound {
+			return shardSharder{r}.ShouldOwn(workspace, peers, self)
+		}
+	}
+	return r.hrw.ShouldOwn(workspace, peers, self)
 }
 
 // Ownership is a manager runnable that the coordinator engages like the engine, for

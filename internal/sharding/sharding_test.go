@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,29 +28,43 @@ const (
 	testRefresh = 200 * time.Millisecond
 )
 
-// TestReplicasAgreeAndForgetTheDead runs three replicas' views on a real API server:
-// they agree on one responsible replica per workspace; a replica that stops leaves at
-// once; one that goes silent (killed) is dropped after the lease duration.
-func TestReplicasAgreeAndForgetTheDead(t *testing.T) {
-	ctx := t.Context()
+// platformClient starts a platform API server and returns a client of it.
+func platformClient(t *testing.T) client.Client {
 	platform := harness.StartAPIServer(t, harness.PurposePlatform)
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	c := harness.NewClient(t, platform.Config, scheme)
-	newReplica := func(name string) *sharding.Replicas {
-		return sharding.New(sharding.Options{Client: c, Namespace: "default", Name: "widgets-kcp", Replica: name,
-			LeaseDuration: testTTL, Probe: testRefresh, Provider: "widgets", Log: logr.Discard()})
+	return harness.NewClient(t, platform.Config, scheme)
+}
+
+// newTestReplica is a replica's view with the test's timings; shards may be nil.
+func newTestReplica(c client.Client, name string, shards sharding.Shards) *sharding.Replicas {
+	o := sharding.Options{Client: c, Namespace: "default", Name: "widgets-kcp", Replica: name,
+		LeaseDuration: testTTL, Probe: testRefresh, Provider: "widgets", Log: logr.Discard()}
+	if shards != nil {
+		o.Shards = shards
 	}
-	// A replica's coordinator runs its membership; with no workspace engaged it
-	// decides nothing else.
-	run := func(r *sharding.Replicas) (stop func()) {
-		ctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { defer close(done); _ = r.Coordinator().Runnable().Start(ctx) }()
-		return func() { cancel(); <-done }
-	}
+	return sharding.New(o)
+}
+
+// runReplica runs a replica's coordinator, which runs its membership; with no
+// workspace engaged it decides nothing else.
+func runReplica(ctx context.Context, r *sharding.Replicas) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Coordinator().Runnable().Start(ctx) }()
+	return func() { cancel(); <-done }
+}
+
+// TestReplicasAgreeAndForgetTheDead runs three replicas' views on a real API server:
+// they agree on one responsible replica per workspace; a replica that stops leaves at
+// once; one that goes silent (killed) is dropped after the lease duration.
+func TestReplicasAgreeAndForgetTheDead(t *testing.T) {
+	ctx := t.Context()
+	c := platformClient(t)
+	newReplica := func(name string) *sharding.Replicas { return newTestReplica(c, name, nil) }
+	run := func(r *sharding.Replicas) func() { return runReplica(ctx, r) }
 	a, b := newReplica("a"), newReplica("b")
 	stopA, stopB := run(a), run(b)
 	defer stopA()
@@ -128,5 +143,99 @@ func TestReplicasAgreeAndForgetTheDead(t *testing.T) {
 		if ws := fmt.Sprintf("ws-%d", i); !a.Responsible(ws) {
 			t.Fatalf("the last replica is not responsible for %s", ws)
 		}
+	}
+}
+
+// shards is a kcp of two shards as sharding.Shards sees it: workspace ws-<i> is
+// bound on shard i mod 2.
+type shards struct {
+	mu         sync.Mutex
+	reassessed int
+}
+
+var shardURLs = []string{"https://shard-0/vw", "https://shard-1/vw"}
+
+func (*shards) Published() []string { return shardURLs }
+
+func (*shards) ShardOf(ws string) (string, bool) {
+	var i int
+	if _, err := fmt.Sscanf(ws, "ws-%d", &i); err != nil {
+		return "", false
+	}
+	return shardURLs[i%2], true
+}
+
+func (s *shards) Reassess() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reassessed++
+}
+
+func (s *shards) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reassessed
+}
+
+// TestReplicasDivideShards runs two replicas' views over a kcp of two shards: once
+// they have settled each serves one shard, and is responsible for exactly the bound
+// workspaces of it; the survivor of a stop serves both. Every change of the answer
+// is announced (Reassess).
+func TestReplicasDivideShards(t *testing.T) {
+	ctx := t.Context()
+	c := platformClient(t)
+	sa, sb := &shards{}, &shards{}
+	a, b := newTestReplica(c, "a", sa), newTestReplica(c, "b", sb)
+	if a.ServesShard(shardURLs[0]) || a.ServesShard(shardURLs[1]) {
+		t.Error("a replica that has not listed the others serves a shard")
+	}
+	stopA, stopB := runReplica(ctx, a), runReplica(ctx, b)
+	defer stopA()
+	defer stopB()
+
+	served := func(r *sharding.Replicas) []string {
+		var out []string
+		for _, url := range shardURLs {
+			if r.ServesShard(url) {
+				out = append(out, url)
+			}
+		}
+		return out
+	}
+	harness.Eventually(ctx, t, 2*testTTL, "each replica serves one shard of its own", func(context.Context) error {
+		ga, gb := served(a), served(b)
+		if len(ga) != 1 || len(gb) != 1 || ga[0] == gb[0] {
+			return fmt.Errorf("a serves %v, b %v", ga, gb)
+		}
+		return nil
+	})
+	if sa.count() == 0 || sb.count() == 0 {
+		t.Errorf("reassessed %d and %d times, want each replica told of its share", sa.count(), sb.count())
+	}
+	for i := range 20 {
+		ws := fmt.Sprintf("ws-%d", i)
+		url, _ := sa.ShardOf(ws)
+		if got, want := a.Responsible(ws), a.ServesShard(url); got != want {
+			t.Errorf("a responsible for %s (on %s): %v, want %v, as it serves that shard", ws, url, got, want)
+		}
+		if a.Responsible(ws) == b.Responsible(ws) {
+			t.Errorf("%s: a responsible %v, b %v, want exactly one", ws, a.Responsible(ws), b.Responsible(ws))
+		}
+	}
+	// A workspace bound nowhere (gone) still has one responsible replica.
+	if a.Responsible("gone") == b.Responsible("gone") {
+		t.Error("a workspace that is gone has no single responsible replica")
+	}
+
+	before := sa.count()
+	stopB()
+	harness.Eventually(ctx, t, 2*testTTL, "a serves both shards", func(context.Context) error {
+		if got := served(a); len(got) != 2 {
+			return fmt.Errorf("a serves %v", got)
+		}
+		return nil
+	})
+	if sa.count() == before {
+		t.Error("a was not told that its share grew")
 	}
 }

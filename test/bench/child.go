@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -154,7 +155,7 @@ func startRuntimeProcess(ctx context.Context, env *localenv.Env, name string, pl
 	if replica {
 		args = append(args, "-replica", name)
 	}
-	child, err := env.StartProcess(name, os.Args[0], args, nil, 30*time.Second)
+	child, err := env.StartProcess(name, cmp.Or(opts.runtimeBin, os.Args[0]), args, nil, 30*time.Second)
 	if err != nil {
 		return nil, err
 	}

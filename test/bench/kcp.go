@@ -16,21 +16,14 @@ import (
 
 	"github.com/kcp-dev/logicalcluster/v3"
 	kcpcorev1alpha1 "github.com/kcp-dev/sdk/apis/core/v1alpha1"
-	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
-	commonapi "github.com/openmcp-project/openmcp-operator/api/common"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
@@ -72,7 +65,12 @@ type kcpResult struct {
 	n     int
 	setup time.Duration // workspaces and bindings
 	floor phase
-	rt    phase
+	// pfloor is the floor that also waits for the platform's grants
+	// (platformFloor): the pace the runtime is held to.
+	pfloor phase
+	rt     phase
+	// baseline names the commit whose runtime ran (-baseline); empty for this one.
+	baseline string
 }
 
 type kcpEnv struct {
@@ -120,7 +118,7 @@ func runKCP(ctx context.Context, env *localenv.Env, n int, opts benchOptions) (*
 	// kube-apiserver's shutdown.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	res := &kcpResult{n: n}
+	res := &kcpResult{n: n, baseline: opts.baseline}
 	e, err := startKCPEnv(ctx, env, opts.standIn, 1)
 	if err != nil {
 		return nil, err
@@ -133,10 +131,14 @@ func runKCP(ctx context.Context, env *localenv.Env, n int, opts benchOptions) (*
 	logf("kcp n=%d: %d workspaces bound in %s", n, n, res.setup.Round(time.Second))
 
 	if !opts.skipFloor {
-		if res.floor, err = e.floor(ctx); err != nil {
+		if res.floor, err = e.floor(ctx, writesFloor); err != nil {
 			return nil, fmt.Errorf("floor: %w", err)
 		}
 		logf("kcp n=%d: floor %s", n, res.floor.total.Round(time.Millisecond))
+		if res.pfloor, err = e.floor(ctx, platformFloor); err != nil {
+			return nil, fmt.Errorf("floor with the platform: %w", err)
+		}
+		logf("kcp n=%d: floor with the platform %s", n, res.pfloor.total.Round(time.Millisecond))
 	}
 	if res.rt, err = e.runtime(ctx, opts); err != nil {
 		return nil, fmt.Errorf("runtime: %w", err)
@@ -419,257 +421,6 @@ func (e *kcpEnv) createWidgets(ctx context.Context, name string) (map[string]tim
 	return created, err
 }
 
-// floor issues, with a bare client and the runtime's concurrency, the writes a
-// perfect runtime could not avoid for each tenant under this project's own
-// requirements, in the runtime's order (report.go's kcp section lists them and why
-// each is required). It does not wait for the platform's grants.
-func (e *kcpEnv) floor(ctx context.Context) (phase, error) {
-	p := phase{n: len(e.tenants)}
-	created, err := e.createWidgets(ctx, "floor")
-	if err != nil {
-		return p, err
-	}
-	cnt := newCounter()
-	vw, direct := rest.CopyConfig(e.vwID), rest.CopyConfig(e.directID)
-	// kcp's URL: the front-proxy on a sharded kcp, which routes /clusters/<tenant>
-	// to the tenant's shard.
-	direct.Host = strings.TrimSuffix(e.k.URL(), "/")
-	for _, c := range []*rest.Config{vw, direct} {
-		c.QPS, c.Burst = 50, 100 // the runtime's defaults
-		c.Wrap(cnt.wrap)
-	}
-	pfCfg := fast(e.platform.Config)
-	pfCfg.QPS, pfCfg.Burst = 50, 100
-	pfCfg.Wrap(cnt.wrap)
-	pf, err := client.New(pfCfg, client.Options{Scheme: benchScheme()})
-	if err != nil {
-		return p, err
-	}
-	before := cnt.snapshot()
-	var mu sync.Mutex
-	done := map[string]time.Time{}
-	finished := func(key string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if now := time.Now(); now.After(done[key]) {
-			done[key] = now
-		}
-	}
-	// Events are recorded off the reconcile's path, as the runtime's event
-	// broadcaster does, by workers of their own; an object is done when its status and
-	// its events are written.
-	var events sync.WaitGroup
-	eventSlots := make(chan struct{}, concurrency)
-	eventErrs := make(chan error, 3*len(e.tenants))
-	event := func(ws client.Client, w *widget.Widget, key, reason string) {
-		w = w.DeepCopy()
-		events.Go(func() {
-			eventSlots <- struct{}{}
-			defer func() { <-eventSlots }()
-			if err := floorEvent(ctx, ws, w, reason); err != nil {
-				eventErrs <- err
-				return
-			}
-			finished(key)
-		})
-	}
-	start := time.Now()
-	err = parallel(len(e.tenants), concurrency, func(i int) error {
-		tn := e.tenants[i]
-		doneKey := tn.lc.String() + "/default/floor"
-		c := rest.CopyConfig(vw)
-		c.Host = e.vwURLOf(tn) + "/clusters/" + tn.lc.String()
-		ws, err := client.New(c, client.Options{Scheme: benchScheme()})
-		if err != nil {
-			return err
-		}
-		key := client.ObjectKey{Namespace: "default", Name: "floor"}
-		w := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-		if err := ws.Patch(ctx, w, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":["bench/floor"]}}`))); err != nil {
-			return fmt.Errorf("finalizer: %w", err)
-		}
-		event(ws, w, doneKey, "Accepted")
-		labels := map[string]string{apiexport.ManagedByLabel: providerName}
-		// The runtime's right to mint the workload's token, then the workload's
-		// account and its own rules: two roles, so that neither subject holds the
-		// other's rights.
-		requester := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "floor-requester", Labels: labels}, Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}, ResourceNames: []string{"floor-workload"}},
-			// kcp's workspace content authorizer asks for access to "/" first.
-			{NonResourceURLs: []string{"/"}, Verbs: []string{"access"}},
-		}}
-		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "floor-workload", Labels: labels}}
-		workload := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "floor-workload", Labels: labels}, Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{widget.GroupVersion.Group}, Resources: []string{"widgets"}, Verbs: []string{"get", "list", "watch"}},
-			{NonResourceURLs: []string{"/"}, Verbs: []string{"access"}},
-		}}
-		for _, obj := range []client.Object{
-			requester, floorBinding(requester, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: e.runtimeID}),
-			sa,
-			workload, floorBinding(workload, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: sa.Namespace, Name: sa.Name}),
-		} {
-			if err := ws.Create(ctx, obj); err != nil {
-				return fmt.Errorf("%T %s: %w", obj, obj.GetName(), err)
-			}
-		}
-		dc := rest.CopyConfig(direct)
-		dc.Host += "/clusters/" + tn.lc.String()
-		cs, err := kubernetes.NewForConfig(dc)
-		if err != nil {
-			return err
-		}
-		// The binding takes a moment to reach the authorizer: retried like the
-		// runtime does, and the retries are counted.
-		if err := localenv.Poll(ctx, time.Minute, "floor TokenRequest", func(ctx context.Context) error {
-			_, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{
-				Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
-			return err
-		}); err != nil {
-			return err
-		}
-		// One namespace per tenant on the platform, as openMCP's namespace ADR asks.
-		ns := floorNamespace(i)
-		if err := pf.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			return fmt.Errorf("platform namespace: %w", err)
-		}
-		flabels := map[string]string{floorLabel: "true"}
-		creq := &clustersv1alpha1.ClusterRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "floor", Labels: flabels},
-			Spec: clustersv1alpha1.ClusterRequestSpec{Purpose: clustersv1alpha1.PURPOSE_WORKLOAD}}
-		if err := pf.Create(ctx, creq); err != nil {
-			return fmt.Errorf("ClusterRequest: %w", err)
-		}
-		ar := &clustersv1alpha1.AccessRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "floor", Labels: flabels},
-			Spec: clustersv1alpha1.AccessRequestSpec{
-				RequestRef: &commonapi.ObjectReference{Namespace: ns, Name: creq.Name},
-				Token:      &clustersv1alpha1.TokenConfig{Permissions: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}}}},
-			}}
-		if err := pf.Create(ctx, ar); err != nil {
-			return fmt.Errorf("AccessRequest: %w", err)
-		}
-		event(ws, w, doneKey, "WaitingForWorkloadCluster")
-		status := []byte(fmt.Sprintf(`{"status":{"observedGeneration":1,"phase":"Ready","conditions":[{"type":"Ready","status":"True","reason":"Floor","message":"","lastTransitionTime":%q,"observedGeneration":1}]}}`, time.Now().UTC().Format(time.RFC3339)))
-		if err := ws.Status().Patch(ctx, w, client.RawPatch(types.MergePatchType, status)); err != nil {
-			return fmt.Errorf("status: %w", err)
-		}
-		event(ws, w, doneKey, "Ready")
-		finished(doneKey)
-		return nil
-	})
-	events.Wait()
-	close(eventErrs)
-	if err == nil {
-		err = <-eventErrs
-	}
-	if err != nil {
-		return p, err
-	}
-	p.total = lastOf(done).Sub(start)
-	// Per tenant, from the phase's start: all tenants' objects existed by then.
-	for k := range created {
-		created[k] = start
-	}
-	p.lat = latencies(created, done)
-	p.reqs = cnt.snapshot().sub(before)
-
-	// The runtime serves one object per workspace: the floor's goes away.
-	err = parallel(len(e.tenants), 4*concurrency, func(i int) error {
-		tn := e.tenants[i]
-		w := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "floor"}}
-		if err := tn.c.Patch(ctx, w, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); err != nil {
-			return err
-		}
-		return client.IgnoreNotFound(tn.c.Delete(ctx, w))
-	})
-	if err != nil {
-		return p, err
-	}
-	return p, e.settleFloorRequests(ctx, e.pf)
-}
-
-// settleFloorRequests lets the local platform finish with the floor's platform
-// requests and removes them, so that the runtime's phase starts on an idle platform:
-// the floor does not wait for grants, and in the first 500-workspace runs the platform
-// was still granting the floor's requests, and then carrying their finalizers on the
-// shared Cluster, while the runtime was being measured. Not measured.
-func (e *kcpEnv) settleFloorRequests(ctx context.Context, pf client.Client) error {
-	floor := client.MatchingLabels{floorLabel: "true"}
-	start := time.Now()
-	if err := localenv.Poll(ctx, 15*time.Minute, "local platform granting the floor's requests", func(ctx context.Context) error {
-		ars := &clustersv1alpha1.AccessRequestList{}
-		if err := pf.List(ctx, ars, floor); err != nil {
-			return err
-		}
-		for _, ar := range ars.Items {
-			if !ar.Status.IsGranted() {
-				return fmt.Errorf("AccessRequest %s/%s is %s", ar.Namespace, ar.Name, ar.Status.Phase)
-			}
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	err := parallel(len(e.tenants), 4*concurrency, func(i int) error {
-		ns := floorNamespace(i)
-		for _, obj := range []client.Object{&clustersv1alpha1.AccessRequest{}, &clustersv1alpha1.ClusterRequest{}} {
-			obj.SetNamespace(ns)
-			obj.SetName("floor")
-			if err := client.IgnoreNotFound(pf.Delete(ctx, obj)); err != nil {
-				return fmt.Errorf("deleting the floor's %T in %s: %w", obj, ns, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if err := localenv.Poll(ctx, 15*time.Minute, "local platform releasing the floor's requests", func(ctx context.Context) error {
-		ars, crs := &clustersv1alpha1.AccessRequestList{}, &clustersv1alpha1.ClusterRequestList{}
-		if err := pf.List(ctx, ars, floor); err != nil {
-			return err
-		}
-		if err := pf.List(ctx, crs, floor); err != nil {
-			return err
-		}
-		if n := len(ars.Items) + len(crs.Items); n > 0 {
-			return fmt.Errorf("%d requests left", n)
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	logf("  floor's platform requests granted and released in %s (not measured)", time.Since(start).Round(time.Second))
-	return nil
-}
-
-// floorLabel marks the floor's platform requests.
-const floorLabel = "bench.kcp-serviceprovider/floor"
-
-// floorNamespace is tenant i's namespace on the platform in the floor.
-func floorNamespace(i int) string { return fmt.Sprintf("floor-%d", i) }
-
-// floorBinding binds role to one subject.
-func floorBinding(role *rbacv1.ClusterRole, subject rbacv1.Subject) *rbacv1.ClusterRoleBinding {
-	return &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name, Labels: role.Labels},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{subject}}
-}
-
-// floorEvent records one of the transition events issue 6 asks for on the tenant's
-// object, as the runtime does (events.k8s.io/v1, through the virtual workspace).
-func floorEvent(ctx context.Context, ws client.Client, w *widget.Widget, reason string) error {
-	ev := &eventsv1.Event{
-		ObjectMeta:          metav1.ObjectMeta{Namespace: w.Namespace, GenerateName: w.Name + "-"},
-		EventTime:           metav1.NewMicroTime(time.Now()),
-		ReportingController: "bench/floor", ReportingInstance: "bench",
-		Action: reason, Reason: reason, Type: corev1.EventTypeNormal, Note: reason,
-		Regarding: corev1.ObjectReference{APIVersion: widget.GroupVersion.String(), Kind: "Widget", Namespace: w.Namespace, Name: w.Name, UID: w.UID},
-	}
-	if err := ws.Create(ctx, ev); err != nil {
-		return fmt.Errorf("event %s: %w", reason, err)
-	}
-	return nil
-}
-
 // runtime starts this runtime in kcp mode, in a process of its own (child.go), and
 // measures it bringing one object per tenant to Ready.
 func (e *kcpEnv) runtime(ctx context.Context, opts benchOptions) (phase, error) {
@@ -701,7 +452,7 @@ func (e *kcpEnv) runtime(ctx context.Context, opts benchOptions) (phase, error) 
 	}
 	resetPeakRSS(rt.pid())
 	p.rssBase, _ = rss(rt.pid())
-	rt.saveProfiles(fmt.Sprintf("kcp-%d-engaged", len(e.tenants)))
+	rt.saveProfiles(fmt.Sprintf("kcp-%d%s-engaged", len(e.tenants), opts.baseline))
 
 	before, err := rt.snapshot()
 	if err != nil {
@@ -726,7 +477,7 @@ func (e *kcpEnv) runtime(ctx context.Context, opts benchOptions) (phase, error) 
 	_, p.rssPeak = rss(rt.pid())
 	p.heap = rt.heap()
 	p.opErrors = operatorErrors(ctx, e.operator)
-	rt.saveProfiles(fmt.Sprintf("kcp-%d-converged", len(e.tenants)))
+	rt.saveProfiles(fmt.Sprintf("kcp-%d%s-converged", len(e.tenants), opts.baseline))
 
 	// Steady state: nothing changes for a while; whatever the runtime does now is
 	// overhead. (This wait is the measurement window, not a synchronisation.)

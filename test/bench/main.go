@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -33,6 +34,11 @@ type benchOptions struct {
 	// newcomers is how many tenants kcp mode's runtime phase binds one at a time after
 	// its steady state.
 	newcomers int
+	// runtimeBin is the binary the runtime's processes run: this benchmark's own, or
+	// for the baseline rows one built from an earlier commit (-baseline).
+	runtimeBin string
+	// baseline names that commit on the baseline rows; empty on this commit's.
+	baseline string
 }
 
 func main() {
@@ -58,6 +64,7 @@ func main() {
 	newcomers := flag.Int("newcomers", 20, "kcp mode: tenants bound one at a time after the steady state, each timed from its object's creation to Ready")
 	replicaSizes := flag.String("replica-sizes", "", "kcp mode on a kcp of two shards, served by 1 and by 2 replicas: tenant workspace counts; empty skips it")
 	fluxSizes := flag.String("flux-sizes", "", "tenant counts for the greeter example provider (standard mode, one MCP server per tenant) against Flux alone installing the same releases; empty skips it")
+	baseline := flag.String("baseline", "", "a benchmark binary built from an earlier commit (make bench BENCH_BASELINE=<rev> builds it): kcp mode and the runs of several replicas are measured again with its runtime, in the same run, as the rows of the old behaviour")
 	verbose := flag.Bool("v", false, "log the runtimes and the local platform")
 	flag.Parse()
 
@@ -87,25 +94,40 @@ func main() {
 			fatalf("-std-sizes: %v", err)
 		}
 	}
-	opts := benchOptions{concurrency: *conc, qps: float32(*qps), burst: *burst, retry: *retry, steady: *steady, newcomers: *newcomers}
+	opts := benchOptions{concurrency: *conc, qps: float32(*qps), burst: *burst, retry: *retry, steady: *steady, newcomers: *newcomers,
+		runtimeBin: os.Args[0]}
+	// The old behaviour's rows: the same phases with the baseline's runtime, on
+	// fresh servers, without the floors (the size's own rows measured them).
+	var base *benchOptions
+	if *baseline != "" {
+		b := opts
+		b.runtimeBin, b.baseline, b.skipFloor, b.newcomers = *baseline, baselineName(*baseline), true, 0
+		base = &b
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
 	rep := &report{opts: opts, started: time.Now(), cpus: runtime.NumCPU()}
 	if !*skipKCP {
 		for _, n := range ks {
-			var r *kcpResult
-			err := run(assets, fmt.Sprintf("kcp-%d", n), func(env *localenv.Env) error {
-				var err error
-				r, err = runKCP(ctx, env, n, opts)
-				return err
-			})
-			if err != nil {
-				logf("kcp n=%d failed: %v", n, err)
-				rep.failures = append(rep.failures, fmt.Sprintf("kcp mode, %d workspaces: %v", n, err))
-				continue
+			for _, o := range withBaseline(opts, base) {
+				var r *kcpResult
+				err := run(assets, fmt.Sprintf("kcp-%d%s", n, o.baseline), func(env *localenv.Env) error {
+					var err error
+					r, err = runKCP(ctx, env, n, o)
+					return err
+				})
+				if err != nil {
+					logf("kcp n=%d %s failed: %v", n, o.baseline, err)
+					rep.failures = append(rep.failures, fmt.Sprintf("kcp mode, %d workspaces %s: %v", n, o.baseline, err))
+					continue
+				}
+				if o.baseline != "" {
+					rep.kcpBase = append(rep.kcpBase, r)
+				} else {
+					rep.kcp = append(rep.kcp, r)
+				}
 			}
-			rep.kcp = append(rep.kcp, r)
 		}
 	}
 	if !*skipStd {
@@ -170,18 +192,28 @@ func main() {
 		}
 		for _, n := range rs {
 			for _, replicas := range []int{1, 2} {
-				var r replicaRun
-				err := run(assets, fmt.Sprintf("replicas-%d-%d", n, replicas), func(env *localenv.Env) error {
-					var err error
-					r, err = runReplicas(ctx, env, n, replicas, opts)
-					return err
-				})
-				if err != nil {
-					logf("replicas n=%d r=%d failed: %v", n, replicas, err)
-					rep.failures = append(rep.failures, fmt.Sprintf("kcp mode, %d workspaces, %d replicas: %v", n, replicas, err))
-					continue
+				for _, o := range withBaseline(opts, base) {
+					if replicas == 1 && o.baseline != "" {
+						continue // one replica's old behaviour is the kcp section's baseline row
+					}
+					var r replicaRun
+					err := run(assets, fmt.Sprintf("replicas-%d-%d%s", n, replicas, o.baseline), func(env *localenv.Env) error {
+						var err error
+						r, err = runReplicas(ctx, env, n, replicas, o)
+						return err
+					})
+					if err != nil {
+						logf("replicas n=%d r=%d %s failed: %v", n, replicas, o.baseline, err)
+						rep.failures = append(rep.failures, fmt.Sprintf("kcp mode, %d workspaces, %d replicas %s: %v", n, replicas, o.baseline, err))
+						continue
+					}
+					r.baseline = o.baseline
+					if o.baseline != "" {
+						rep.replicasBase = append(rep.replicasBase, r)
+					} else {
+						rep.replicas = append(rep.replicas, r)
+					}
 				}
-				rep.replicas = append(rep.replicas, r)
 			}
 		}
 	}
@@ -239,6 +271,21 @@ func commandLine() string {
 		args = append(args, a)
 	}
 	return strings.Join(args, " ")
+}
+
+// withBaseline is the options to measure a phase with: this commit's, then the
+// baseline's when there is one.
+func withBaseline(opts benchOptions, base *benchOptions) []benchOptions {
+	if base == nil {
+		return []benchOptions{opts}
+	}
+	return []benchOptions{opts, *base}
+}
+
+// baselineName names the baseline's rows after its binary, which
+// hack/bench-baseline.sh names after the commit ("bench-<rev>").
+func baselineName(bin string) string {
+	return "-" + strings.TrimPrefix(filepath.Base(bin), "bench-")
 }
 
 func parseSizes(s string) ([]int, error) {

@@ -40,6 +40,13 @@ func TestReplicasShareWorkspaces(t *testing.T) {
 	ctx := t.Context()
 	k, scheme, pf, wl, platformKubeconfig := startReplicaPlatform(ctx, t, 2)
 
+	main := client.ObjectKey{Namespace: "default", Name: "main"}
+	tenants := make([]tenant, scaleOutTenants)
+	bind := func(i int) {
+		path, lc := k.CreateWorkspaceOn(ctx, t, logicalcluster.NewPath("root"), fmt.Sprintf("scale-%02d", i), localenv.ShardName(i%2))
+		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
+		tenants[i] = tenant{path: path, lc: lc, c: harness.NewClient(t, k.ConfigFor(path), scheme)}
+	}
 	replicas := map[string]*replica{}
 	start := func(name string) {
 		r := startReplica(t, name, platformKubeconfig, "")
@@ -51,22 +58,28 @@ func TestReplicasShareWorkspaces(t *testing.T) {
 	for _, r := range replicas {
 		wantProbe(ctx, t, r, "/readyz", 200)
 	}
+	// Both shards are in the endpoint slice before the first object, as on a
+	// platform whose kcp has had its shards for a while. (A shard that joins later
+	// makes the replicas divide the shards anew, and a workspace served meanwhile
+	// may move: docs/design/replicas.md.)
+	bind(0)
+	bind(1)
+	harness.Eventually(ctx, t, time.Minute, "one virtual workspace per shard", func(ctx context.Context) error {
+		if urls := k.VirtualWorkspaceURLs(ctx, t, logicalcluster.NewPath(providerWS), spName); len(urls) != 2 {
+			return fmt.Errorf("the endpoint slice lists %v", urls)
+		}
+		return nil
+	})
 
-	main := client.ObjectKey{Namespace: "default", Name: "main"}
-	tenants := make([]tenant, scaleOutTenants)
 	began := time.Now()
 	for i := range tenants {
-		path, lc := k.CreateWorkspaceOn(ctx, t, logicalcluster.NewPath("root"), fmt.Sprintf("scale-%02d", i), localenv.ShardName(i%2))
-		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
-		tenants[i] = tenant{path: path, lc: lc, c: harness.NewClient(t, k.ConfigFor(path), scheme)}
+		if i >= 2 {
+			bind(i)
+		}
 		newWidget(ctx, t, tenants[i].c, main.Name, "blue")
 	}
 	eachTenant(t, tenants, func(t *testing.T, tn tenant) { waitReady(ctx, t, tn.c, main) })
-	t.Logf("%d tenants Ready %s after the first workspace was created", len(tenants), time.Since(began).Round(100*time.Millisecond))
-
-	if urls := k.VirtualWorkspaceURLs(ctx, t, logicalcluster.NewPath(providerWS), spName); len(urls) != 2 {
-		t.Errorf("the endpoint slice lists %v, want one virtual workspace per shard", urls)
-	}
+	t.Logf("%d tenants Ready %s after the first object was created", len(tenants), time.Since(began).Round(100*time.Millisecond))
 
 	owners := map[logicalcluster.Name]string{}
 	t.Run("each workspace is served by exactly one replica, all replicas serve some", func(t *testing.T) {
@@ -84,6 +97,9 @@ func TestReplicasShareWorkspaces(t *testing.T) {
 				t.Errorf("replica %s serves no workspace of %d", name, len(tenants))
 			}
 		}
+		// The replicas divide the shards before the workspaces: three replicas over
+		// two shards, each watches and serves the workspaces of one shard only.
+		wantShardsDivided(ctx, t, replicas, tenants, owners)
 		tokens := 0.0
 		for _, r := range replicas {
 			tokens += scrape(ctx, t, r).sum("serviceprovider_kcp_token_requests_total", labels{"kind": "new"})
@@ -136,6 +152,10 @@ func TestReplicasShareWorkspaces(t *testing.T) {
 				owners[tn.lc] = w
 			}
 		}
+		// The two left divide the shards again, one each.
+		for _, r := range replicas {
+			wantMetric(ctx, t, r, "serviceprovider_kcp_virtual_workspaces", labels{"state": "served"}, 1)
+		}
 	})
 
 	recolor := func(t *testing.T, color string) {
@@ -152,11 +172,15 @@ func TestReplicasShareWorkspaces(t *testing.T) {
 			delete(replicas, name)
 		}
 		wantMetric(ctx, t, replicas[survivor], "serviceprovider_kcp_workspaces_owned", nil, float64(len(tenants)))
+		wantMetric(ctx, t, replicas[survivor], "serviceprovider_kcp_virtual_workspaces", labels{"state": "served"}, 2)
 		recolor(t, "yellow")
 		for _, name := range []string{"d", "e"} {
 			start(name)
 		}
 		wantEachShares(ctx, t, replicas, len(tenants))
+		for _, r := range replicas {
+			wantMetric(ctx, t, r, "serviceprovider_kcp_virtual_workspaces", labels{"state": "served"}, 1)
+		}
 		recolor(t, "purple")
 		moved := 0.0
 		for _, r := range replicas {
@@ -233,6 +257,29 @@ func wantOwnedMetrics(ctx context.Context, t testing.TB, replicas map[string]*re
 	for name, r := range replicas {
 		wantMetric(ctx, t, r, "serviceprovider_kcp_workspaces_owned", nil, float64(perReplica[name]))
 		wantMetric(ctx, t, r, "serviceprovider_kcp_replicas", nil, float64(len(replicas)))
+	}
+}
+
+// wantShardsDivided checks that each replica serves the workspaces of one kcp shard
+// (tenant i is on shard i mod 2) and reports serving one virtual workspace while it
+// watches both: with at least as many replicas as shards, no replica holds the
+// watches of a shard it does not serve.
+func wantShardsDivided(ctx context.Context, t testing.TB, replicas map[string]*replica, tenants []tenant, owners map[logicalcluster.Name]string) {
+	t.Helper()
+	shardsOf := map[string][]string{}
+	for i, tn := range tenants {
+		if o, shard := owners[tn.lc], localenv.ShardName(i%2); !slices.Contains(shardsOf[o], shard) {
+			shardsOf[o] = append(shardsOf[o], shard)
+		}
+	}
+	for name, shards := range shardsOf {
+		if len(shards) != 1 {
+			t.Errorf("replica %s serves workspaces of shards %v, want of one shard only", name, shards)
+		}
+	}
+	for _, r := range replicas {
+		wantMetric(ctx, t, r, "serviceprovider_kcp_virtual_workspaces", labels{"state": "served"}, 1)
+		wantMetric(ctx, t, r, "serviceprovider_kcp_virtual_workspaces", labels{"state": "watched"}, 2)
 	}
 }
 
