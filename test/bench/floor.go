@@ -228,14 +228,28 @@ func (e *kcpEnv) floor(ctx context.Context, kind floorKind) (phase, error) {
 	p.lat = latencies(created, done)
 	p.reqs = cnt.snapshot().sub(before)
 
-	// The runtime serves one object per workspace: the floor's goes away.
+	// The runtime serves one object per workspace: the floor's goes away, and so do
+	// its account and roles, which carry the runtime's label: left behind, they sat in
+	// the runtime's watch of its objects in the workspaces, ten per workspace after
+	// both floors, and in the memory measured (2026-12-03).
 	err = parallel(len(e.tenants), 4*concurrency, func(i int) error {
 		tn := e.tenants[i]
 		w := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: kind.name}}
 		if err := tn.c.Patch(ctx, w, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); err != nil {
 			return err
 		}
-		return client.IgnoreNotFound(tn.c.Delete(ctx, w))
+		objs := []client.Object{w,
+			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: kind.name + "-workload"}}}
+		for _, role := range []string{kind.name + "-requester", kind.name + "-workload"} {
+			objs = append(objs, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role}},
+				&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role}})
+		}
+		for _, obj := range objs {
+			if err := client.IgnoreNotFound(tn.c.Delete(ctx, obj)); err != nil {
+				return fmt.Errorf("deleting the floor's %T %s: %w", obj, obj.GetName(), err)
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return p, err

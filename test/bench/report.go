@@ -101,6 +101,13 @@ func (r *report) markdown() string {
 		}
 		w("")
 	}
+	if len(r.kcpBase) > 0 || len(r.replicasBase) > 0 {
+		w("Rows marked **before** ran the runtime of an earlier commit (`-baseline`), on fresh servers in the same run, " +
+			"without the floors ahead of it. The real operator grants faster on a platform that has not granted and released " +
+			"the floors' requests first, so compare a **before** row's counts, memory and failover with this commit's; its " +
+			"time to all Ready is not comparable with the floors measured before this commit's row.")
+		w("")
+	}
 	if len(r.kcp) > 0 {
 		r.kcpSection(w)
 	}
