@@ -452,8 +452,11 @@ func (p *Provider) stopEndpoint(ep *endpoint) {
 	ep.cancel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// The clusters stop with ep's context and leave the set when they have; removed
+	// here at once, a workspace engaged again right after is not taken for engaged.
 	for _, name := range ep.untrackAll() {
 		p.recorders.StopProvider(ctx, name)
+		p.clusters.Remove(multicluster.ClusterName(name.String()))
 	}
 }
 
@@ -651,18 +654,5 @@ func (p *Provider) rewatch(ep *endpoint) {
 	if !current {
 		return
 	}
-	for _, name := range ep.engagedNames() {
-		p.clusters.Remove(multicluster.ClusterName(name.String()))
-	}
 	p.stopEndpoint(ep)
-}
-
-func (ep *endpoint) engagedNames() []logicalcluster.Name {
-	ep.mu.Lock()
-	defer ep.mu.Unlock()
-	names := make([]logicalcluster.Name, 0, len(ep.engaged))
-	for name := range ep.engaged {
-		names = append(names, name)
-	}
-	return names
 }
