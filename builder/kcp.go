@@ -155,14 +155,14 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 
 // kcpLeaseDuration is how long a silent kcp-mode replica keeps its workspaces when
 // Options.LeaseDuration is not set: a SIGKILLed replica's workspaces are served again
-// within about this plus two RetryPeriods and the reconciles queued behind them
+// within about this plus one RetryPeriod and the reconciles queued behind them
 // (docs/design/replicas.md, Timings).
-const kcpLeaseDuration = 10 * time.Second
+const kcpLeaseDuration = 8 * time.Second
 
 // replicas builds this replica's share of kcp mode's workspaces. Its Leases are
 // renewed through a client of their own, without a client-side rate limit: a renewal
 // queued behind a burst of reconciles, or behind the other fences' renewals (two
-// requests per served workspace every third of the lease duration), would let a fence
+// request per served workspace every half of the lease duration), would let a fence
 // lapse. The lease timing paces them; the platform API server's priority and fairness
 // guards the server.
 func (r *Runtime[T]) replicas(opts Options, shards sharding.Shards) (*sharding.Replicas, error) {

@@ -8,6 +8,7 @@ import (
 
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	commonapi "github.com/openmcp-project/openmcp-operator/api/common"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -108,6 +109,23 @@ current-context: x
 	}
 	if _, err := FromKubeconfig([]byte("secret-token: not a kubeconfig ["), nil, nil); err == nil || strings.Contains(err.Error(), "secret-token") {
 		t.Errorf("error %v", err)
+	}
+	// The client is built on its first use; a transport the kubeconfig cannot make
+	// is refused at once.
+	if l := a.Client.(*lazyClient); l.c != nil {
+		t.Error("the client was built before its first use")
+	}
+	if gvk, err := a.Client.GroupVersionKindFor(&corev1.Secret{}); err != nil || gvk.Kind != "Secret" {
+		t.Errorf("GroupVersionKindFor without building the client: %v, %v", gvk, err)
+	}
+	if _, err := FromKubeconfig([]byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://mcp.example:6443", certificate-authority-data: bm90IGEgY2VydGlmaWNhdGU=}}]
+users: [{name: u, user: {token: secret-token}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), nil, nil); err == nil || strings.Contains(err.Error(), "secret-token") {
+		t.Errorf("a kubeconfig with a CA that does not parse: error %v", err)
 	}
 }
 

@@ -156,7 +156,7 @@ func FromKubeconfig(kubeconfig []byte, scheme *runtime.Scheme, tune func(*rest.C
 	if tune != nil {
 		tune(cfg)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := newLazyClient(cfg, scheme)
 	if err != nil {
 		return nil, fmt.Errorf("creating client for %s: %w", cfg.Host, err)
 	}

@@ -21,7 +21,9 @@ import (
 type Options struct {
 	// Client reaches the platform cluster, uncached (a Lease read from a lagging cache
 	// is a refused renewal, which the coordinator takes for a lost fence), with a rate
-	// limit of its own: renewals must not queue behind the reconciles' requests.
+	// limit of its own: renewals must not queue behind the reconciles' requests. The
+	// Leases this replica holds are read from its own last write of them instead
+	// (heldLeases): one request per renewal.
 	Client client.Client
 	// Namespace holds the membership and fencing Leases: the provider's namespace.
 	Namespace string
@@ -37,7 +39,8 @@ type Options struct {
 	// workspaces of its own kcp shards only, and the replicas of one shard share its
 	// workspaces. Without it every replica watches every workspace.
 	Shards Shards
-	// Probe is how often the coordinator re-decides ownership.
+	// Probe is the RetryPeriod: the members are listed, and ownership re-decided,
+	// every half of it.
 	Probe time.Duration
 	// Provider labels the metrics.
 	Provider string
@@ -76,15 +79,21 @@ func New(o Options) *Replicas {
 	// Renewals every half of the duration: one renewal may come late by up to half
 	// the duration before a fence lapses, and the duration itself bounds failover.
 	renew := o.LeaseDuration / 2
-	r.registry = newRegistry(o.Client, o.Namespace, o.Name+"-replica", o.Replica, o.LeaseDuration, renew, o.Probe, log,
+	// A dead replica is noticed, and its workspaces decided on, at most half a
+	// RetryPeriod after its Leases expire: the listing is one request, the decision
+	// none unless a fence is to be taken.
+	look := o.Probe / 2
+	self := peerID(o.Replica)
+	leases := newHeldLeases(o.Client, func(holder string) bool { return holder == self })
+	r.registry = newRegistry(leases, o.Namespace, o.Name+"-replica", o.Replica, o.LeaseDuration, renew, look, log,
 		func(n int) { metrics.KCPReplicasSeen(o.Provider, n) }, changed)
-	r.coord = sharded.New(o.Client, log,
+	r.coord = sharded.New(leases, log,
 		sharded.WithPeerRegistry(r.registry),
 		sharded.WithSharder(shardSharder{r}),
 		sharded.WithShardLease(o.Namespace, o.Name+"-ws"),
 		sharded.WithPerClusterLease(true),
-		sharded.WithLeaseTimings(o.LeaseDuration, renew, o.Probe/2),
-		sharded.WithSynchronizationIntervals(o.Probe, 3*o.Probe),
+		sharded.WithLeaseTimings(o.LeaseDuration, renew, look),
+		sharded.WithSynchronizationIntervals(look, 3*o.Probe),
 	)
 	return r
 }

@@ -63,6 +63,7 @@ func main() {
 	alone := flag.String("operator-alone-sizes", "", "request counts for the real openmcp-operator's own throughput with no runtime; empty skips it")
 	newcomers := flag.Int("newcomers", 20, "kcp mode: tenants bound one at a time after the steady state, each timed from its object's creation to Ready")
 	replicaSizes := flag.String("replica-sizes", "", "kcp mode on a kcp of two shards, served by 1 and by 2 replicas: tenant workspace counts; empty skips it")
+	replicaFloors := flag.Bool("replica-floors", true, "measure both floors again on the kcp of two shards before the 1-replica run (about 20 minutes at 500); false leaves the kcp section's floors as the only ones")
 	fluxSizes := flag.String("flux-sizes", "", "tenant counts for the greeter example provider (standard mode, one MCP server per tenant) against Flux alone installing the same releases; empty skips it")
 	baseline := flag.String("baseline", "", "a benchmark binary built from an earlier commit (make bench BENCH_BASELINE=<rev> builds it): kcp mode and the runs of several replicas are measured again with its runtime, in the same run, as the rows of the old behaviour")
 	verbose := flag.Bool("v", false, "log the runtimes and the local platform")
@@ -190,9 +191,11 @@ func main() {
 		if err != nil {
 			fatalf("-replica-sizes: %v", err)
 		}
+		ropts := opts
+		ropts.skipFloor = !*replicaFloors
 		for _, n := range rs {
 			for _, replicas := range []int{1, 2} {
-				for _, o := range withBaseline(opts, base) {
+				for _, o := range withBaseline(ropts, base) {
 					if replicas == 1 && o.baseline != "" {
 						continue // one replica's old behaviour is the kcp section's baseline row
 					}
