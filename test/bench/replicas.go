@@ -44,6 +44,10 @@ type replicaRun struct {
 	// Ready of each of its objects, changed right after the kill; sorted. Empty with
 	// one replica.
 	failover []time.Duration
+	// steady is each replica's requests in the steady-state window after
+	// convergence (-steady; the fences' and membership renewals are most of them).
+	steady []snapshot
+	window time.Duration
 	// baseline names the commit whose runtime ran (-baseline); empty for this one.
 	baseline string
 }
@@ -155,11 +159,41 @@ func runReplicas(ctx context.Context, env *localenv.Env, n, replicas int, opts b
 		rt.saveProfiles(fmt.Sprintf("replicas-%d-of-%d%s-%s-converged", n, replicas, opts.baseline, rt.child.Name))
 	}
 	logf("replicas n=%d r=%d: all Ready %s, peak RSS %v MiB, shares %v", n, replicas, res.allReady.Round(time.Millisecond), res.rssPeak, res.owned)
+	if res.steady, err = steadyWindow(rts, opts.steady); err != nil {
+		return res, err
+	}
+	res.window = opts.steady
 	if replicas < 2 {
 		return res, nil
 	}
 	res.failover, err = e.failover(ctx, rts, watcher)
 	return res, err
+}
+
+// steadyWindow returns each replica's requests during window, once every object is
+// Ready: a measurement window, not a wait for anything.
+func steadyWindow(rts []*runtimeProcess, window time.Duration) ([]snapshot, error) {
+	if window <= 0 {
+		return nil, nil
+	}
+	before := make([]snapshot, len(rts))
+	for i, rt := range rts {
+		s, err := rt.snapshot()
+		if err != nil {
+			return nil, err
+		}
+		before[i] = s
+	}
+	time.Sleep(window)
+	out := make([]snapshot, len(rts))
+	for i, rt := range rts {
+		s, err := rt.snapshot()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = s.sub(before[i])
+	}
+	return out, nil
 }
 
 // failover SIGKILLs the replica serving the most workspaces, changes the object of
@@ -238,8 +272,8 @@ func (r *report) replicaSection(w func(string, ...any)) {
 	w("")
 	w("Tenant workspaces spread evenly over the shards, served by one runtime process and by two (each `--leader-elect`, default timings of kcp mode: leases of 8 s renewed every 4 s, members listed and ownership decided every second; each replica watches and serves the workspaces of one shard; docs/design/replicas.md), in the same run on the same machine, each on a fresh platform with the real openmcp-operator. *All Ready*: first object created to last Ready. *Floor*: the kcp section's floor on the same sharded kcp, measured once per size in the 1-replica run before its runtime starts, with the runtime's identity there (a client-certificate user, docs/design/sharded-kcp.md): each tenant's writes through the virtual workspace of its own shard, its TokenRequest through the front-proxy; *all Ready vs floor* compares both rows of the size with it; *floor with the platform* also waits for each grant and reads the access Secret (the kcp section says how), measured right after the floor. *Peak RSS*: each replica's while the objects became Ready. *Failover*: the replica serving the most workspaces is killed with SIGKILL and the object of each of its workspaces changed at once; kill to Ready (status caught up with the change) of each.")
 	w("")
-	w("| workspaces | replicas | shares | floor with the platform: all done | all Ready | all Ready vs floor with the platform | floor: all done | all Ready vs floor | vs 1 replica | peak RSS per replica (MiB) | largest vs 1 replica | failover p50 | failover max |")
-	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	w("| workspaces | replicas | shares | floor with the platform: all done | all Ready | all Ready vs floor with the platform | floor: all done | all Ready vs floor | vs 1 replica | peak RSS per replica (MiB) | largest vs 1 replica | failover p50 | failover max | steady: requests / writes per min, per replica |")
+	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	base := map[int]replicaRun{}
 	for _, run := range r.replicas {
 		if run.replicas == 1 {
@@ -290,8 +324,13 @@ func (r *report) replicaSection(w func(string, ...any)) {
 		if run.baseline != "" {
 			name = fmt.Sprintf("%d, **before** (%s)", run.replicas, strings.TrimPrefix(run.baseline, "-"))
 		}
-		w("| %d | %s | %v | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", run.n, name, run.owned, pfloor, secs(run.allReady), vsPFloor, floor, vsFloor, vsReady,
-			strings.Join(rssList, ", "), vsRSS, p50, worst)
+		var steady []string
+		for _, st := range run.steady {
+			perMin := run.window.Minutes()
+			steady = append(steady, fmt.Sprintf("%.0f / %.0f", float64(st.total())/perMin, float64(st.writes())/perMin))
+		}
+		w("| %d | %s | %v | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", run.n, name, run.owned, pfloor, secs(run.allReady), vsPFloor, floor, vsFloor, vsReady,
+			strings.Join(rssList, ", "), vsRSS, p50, worst, strings.Join(steady, "; "))
 	}
 	w("")
 	r.replicaTargets(w, base)
@@ -330,7 +369,20 @@ func (r *report) replicaTargets(w func(string, ...any), base map[int]replicaRun)
 	w("| failover within 20 s (max), %d workspaces, %d replicas | %s (p50 %s, %d objects)%s | %s |", run.n, run.replicas, secs(worst), secs(percentile(run.failover, .5)), len(run.failover), beforeFailover, verdict(worst <= 20*time.Second))
 	q := slices.Max(run.rssPeak) / slices.Max(b.rssPeak)
 	w("| each of %d replicas over %d shards at most 0.7x the peak RSS of one replica serving all | %s (largest %.0f MiB against %.0f)%s | %s |", run.replicas, replicaShards, ratio(slices.Max(run.rssPeak), slices.Max(b.rssPeak)), slices.Max(run.rssPeak), slices.Max(b.rssPeak), beforeRSS, verdict(q <= 0.7))
+	if old != nil && len(old.steady) > 0 && len(run.steady) > 0 {
+		now, then := steadyTotal(run), steadyTotal(*old)
+		w("| no more requests at steady state with the failover's lease settings, %d replicas | %.0f requests per min over the replicas; before: %.0f | %s |", run.replicas, now, then, verdict(now <= then))
+	}
 	w("")
+}
+
+// steadyTotal is the requests per minute of every replica of run at steady state.
+func steadyTotal(run replicaRun) float64 {
+	n := 0
+	for _, s := range run.steady {
+		n += s.total()
+	}
+	return float64(n) / run.window.Minutes()
 }
 
 func sum(xs []int) int {
