@@ -162,7 +162,7 @@ const kcpLeaseDuration = 8 * time.Second
 // replicas builds this replica's share of kcp mode's workspaces. Its Leases are
 // renewed through a client of their own, without a client-side rate limit: a renewal
 // queued behind a burst of reconciles, or behind the other fences' renewals (two
-// request per served workspace every half of the lease duration), would let a fence
+// request per served workspace every 5/8 of the lease duration), would let a fence
 // lapse. The lease timing paces them; the platform API server's priority and fairness
 // guards the server.
 func (r *Runtime[T]) replicas(opts Options, shards sharding.Shards) (*sharding.Replicas, error) {

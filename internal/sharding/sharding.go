@@ -33,7 +33,7 @@ type Options struct {
 	Replica string
 	// LeaseDuration is both how long a silent replica stays a member and how long its
 	// fence on a workspace holds: a killed replica's workspaces move after about
-	// that long. Renewals happen every half of it (docs/design/replicas.md, Timings).
+	// that long. Renewals happen every 5/8 of it (docs/design/replicas.md, Timings).
 	LeaseDuration time.Duration
 	// Shards, when set, are divided first: each replica watches and serves the
 	// workspaces of its own kcp shards only, and the replicas of one shard share its
@@ -76,9 +76,11 @@ func New(o Options) *Replicas {
 	if o.Shards != nil {
 		changed = o.Shards.Reassess
 	}
-	// Renewals every half of the duration: one renewal may come late by up to half
-	// the duration before a fence lapses, and the duration itself bounds failover.
-	renew := o.LeaseDuration / 2
+	// Renewals every 5/8 of the duration (5 s of the default 8 s): the duration bounds
+	// failover, the renewal period sets the writes at steady state, one per Lease and
+	// period, as many as with the 10 s lease renewed every 5 s before; a renewal may
+	// come 3/8 of the duration (3 s) late before a fence lapses.
+	renew := o.LeaseDuration * 5 / 8
 	// A dead replica is noticed, and its workspaces decided on, at most half a
 	// RetryPeriod after its Leases expire: the listing is one request, the decision
 	// none unless a fence is to be taken.

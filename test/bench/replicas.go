@@ -270,7 +270,7 @@ func (r *report) replicaSection(w func(string, ...any)) {
 	}
 	w("## kcp mode across replicas, on a kcp of %d shards", replicaShards)
 	w("")
-	w("Tenant workspaces spread evenly over the shards, served by one runtime process and by two (each `--leader-elect`, default timings of kcp mode: leases of 8 s renewed every 4 s, members listed and ownership decided every second; each replica watches and serves the workspaces of one shard; docs/design/replicas.md), in the same run on the same machine, each on a fresh platform with the real openmcp-operator. *All Ready*: first object created to last Ready. *Floor*: the kcp section's floor on the same sharded kcp, measured once per size in the 1-replica run before its runtime starts, with the runtime's identity there (a client-certificate user, docs/design/sharded-kcp.md): each tenant's writes through the virtual workspace of its own shard, its TokenRequest through the front-proxy; *all Ready vs floor* compares both rows of the size with it; *floor with the platform* also waits for each grant and reads the access Secret (the kcp section says how), measured right after the floor. *Peak RSS*: each replica's while the objects became Ready. *Failover*: the replica serving the most workspaces is killed with SIGKILL and the object of each of its workspaces changed at once; kill to Ready (status caught up with the change) of each.")
+	w("Tenant workspaces spread evenly over the shards, served by one runtime process and by two (each `--leader-elect`, default timings of kcp mode: leases of 8 s renewed every 5 s, members listed and ownership decided every second; each replica watches and serves the workspaces of one shard; docs/design/replicas.md), in the same run on the same machine, each on a fresh platform with the real openmcp-operator. *All Ready*: first object created to last Ready. *Floor*: the kcp section's floor on the same sharded kcp, measured once per size in the 1-replica run before its runtime starts, with the runtime's identity there (a client-certificate user, docs/design/sharded-kcp.md): each tenant's writes through the virtual workspace of its own shard, its TokenRequest through the front-proxy; *all Ready vs floor* compares both rows of the size with it; *floor with the platform* also waits for each grant and reads the access Secret (the kcp section says how), measured right after the floor. *Peak RSS*: each replica's while the objects became Ready. *Failover*: the replica serving the most workspaces is killed with SIGKILL and the object of each of its workspaces changed at once; kill to Ready (status caught up with the change) of each.")
 	w("")
 	w("| workspaces | replicas | shares | floor with the platform: all done | all Ready | all Ready vs floor with the platform | floor: all done | all Ready vs floor | vs 1 replica | peak RSS per replica (MiB) | largest vs 1 replica | failover p50 | failover max | steady: requests / writes per min, per replica |")
 	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -370,17 +370,19 @@ func (r *report) replicaTargets(w func(string, ...any), base map[int]replicaRun)
 	q := slices.Max(run.rssPeak) / slices.Max(b.rssPeak)
 	w("| each of %d replicas over %d shards at most 0.7x the peak RSS of one replica serving all | %s (largest %.0f MiB against %.0f)%s | %s |", run.replicas, replicaShards, ratio(slices.Max(run.rssPeak), slices.Max(b.rssPeak)), slices.Max(run.rssPeak), slices.Max(b.rssPeak), beforeRSS, verdict(q <= 0.7))
 	if old != nil && len(old.steady) > 0 && len(run.steady) > 0 {
-		now, then := steadyTotal(run), steadyTotal(*old)
-		w("| no more requests at steady state with the failover's lease settings, %d replicas | %.0f requests per min over the replicas; before: %.0f | %s |", run.replicas, now, then, verdict(now <= then))
+		now, then := steadyTotal(run, snapshot.total), steadyTotal(*old, snapshot.total)
+		w("| no more requests at steady state with the failover's lease settings, %d replicas | %.0f requests per min over the replicas (%.0f writes); before: %.0f (%.0f writes) | %s |", run.replicas,
+			now, steadyTotal(run, snapshot.writes), then, steadyTotal(*old, snapshot.writes), verdict(now <= then))
 	}
 	w("")
 }
 
-// steadyTotal is the requests per minute of every replica of run at steady state.
-func steadyTotal(run replicaRun) float64 {
+// steadyTotal is the requests per minute of every replica of run at steady state
+// that count counts.
+func steadyTotal(run replicaRun, count func(snapshot) int) float64 {
 	n := 0
 	for _, s := range run.steady {
-		n += s.total()
+		n += count(s)
 	}
 	return float64(n) / run.window.Minutes()
 }
