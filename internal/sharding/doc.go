@@ -18,5 +18,8 @@
 //   - the replica's answer to "is this workspace mine to clean up after?" for work
 //     that has no engaged workspace to hang on (the orphan sweep of a workspace that
 //     is gone);
-//   - metrics of the workspaces a replica owns and of ownership changes.
+//   - metrics of the workspaces a replica owns and of ownership changes;
+//   - a repair of the coordinator (coordinator.go): the library starts workspaces
+//     under the context of the workspace whose engagement kicked the decision, so
+//     they stopped when that one left; they are engaged again instead.
 package sharding

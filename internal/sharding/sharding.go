@@ -61,7 +61,7 @@ type Shards interface {
 // Replicas is this replica's view of the replicas sharing kcp mode's workspaces.
 type Replicas struct {
 	registry *registry
-	coord    *sharded.Coordinator
+	coord    *coordinator
 	hrw      sharder.Sharder
 	shards   Shards
 	provider string
@@ -89,7 +89,7 @@ func New(o Options) *Replicas {
 	leases := newHeldLeases(o.Client, func(holder string) bool { return holder == self })
 	r.registry = newRegistry(leases, o.Namespace, o.Name+"-replica", o.Replica, o.LeaseDuration, renew, look, log,
 		func(n int) { metrics.KCPReplicasSeen(o.Provider, n) }, changed)
-	r.coord = sharded.New(leases, log,
+	lib := sharded.New(leases, log,
 		sharded.WithPeerRegistry(r.registry),
 		sharded.WithSharder(shardSharder{r}),
 		sharded.WithShardLease(o.Namespace, o.Name+"-ws"),
@@ -97,6 +97,9 @@ func New(o Options) *Replicas {
 		sharded.WithLeaseTimings(o.LeaseDuration, renew, look),
 		sharded.WithSynchronizationIntervals(look, 3*o.Probe),
 	)
+	r.coord = newCoordinator(lib, func(workspace string) bool {
+		return shardSharder{r}.ShouldOwn(workspace, r.registry.Snapshot(), r.registry.Self())
+	}, log)
 	return r
 }
 
