@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -188,19 +190,83 @@ func (w *writer[T]) labelPatch() ([]byte, error) {
 }
 
 // statusOf is obj's whole status as the API server holds it; bare drops the
-// transition times of the runtime's conditions (see withoutTransitionTimes).
+// transition times of the runtime's conditions (see withoutTransitionTimes). Only the
+// status field is converted: the engine compares statuses once or twice a reconcile,
+// and converting the whole object was a tenth of the runtime's allocations while
+// objects converged. bare changes obj's conditions for the duration of the call, so
+// obj must be the reconcile's own copy, never the cache's.
 func statusOf(obj provider.Object, bare bool) (map[string]any, error) {
 	if bare {
-		c := obj.DeepCopyObject().(provider.Object)
-		*c.GetServiceStatus() = *withoutTransitionTimes(c.GetServiceStatus())
-		obj = c
+		conds := obj.GetServiceStatus().Conditions
+		times := make([]metav1.Time, len(conds))
+		for i := range conds {
+			times[i], conds[i].LastTransitionTime = conds[i].LastTransitionTime, metav1.Time{}
+		}
+		defer func() {
+			for i := range conds {
+				conds[i].LastTransitionTime = times[i]
+			}
+		}()
 	}
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	field, found := statusField(obj)
+	if !found {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			return nil, fmt.Errorf("status of %s: %w", client.ObjectKeyFromObject(obj), err)
+		}
+		st, _ := u["status"].(map[string]any)
+		return st, nil
+	}
+	if field == nil {
+		return nil, nil
+	}
+	st, err := runtime.DefaultUnstructuredConverter.ToUnstructured(field)
 	if err != nil {
 		return nil, fmt.Errorf("status of %s: %w", client.ObjectKeyFromObject(obj), err)
 	}
-	st, _ := u["status"].(map[string]any)
 	return st, nil
+}
+
+// statusFields caches, per Go type of a Service API object, the index of its field
+// whose JSON name is "status" (-1: none).
+var statusFields sync.Map
+
+// statusField returns a pointer to obj's status field, or nil when it is a nil
+// pointer; found is false when obj has no such field, for the whole object's
+// conversion to decide.
+func statusField(obj provider.Object) (field any, found bool) {
+	v := reflect.ValueOf(obj)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return nil, false
+	}
+	v = v.Elem()
+	idx, ok := statusFields.Load(v.Type())
+	if !ok {
+		idx = -1
+		for i := range v.NumField() {
+			name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+			if name == "status" {
+				idx = i
+				break
+			}
+		}
+		statusFields.Store(v.Type(), idx)
+	}
+	i := idx.(int)
+	if i < 0 {
+		return nil, false
+	}
+	f := v.Field(i)
+	switch {
+	case f.Kind() == reflect.Struct:
+		return f.Addr().Interface(), true
+	case f.Kind() == reflect.Pointer && f.Type().Elem().Kind() == reflect.Struct:
+		if f.IsNil() {
+			return nil, true
+		}
+		return f.Interface(), true
+	}
+	return nil, false
 }
 
 // withStatus returns a copy of obj holding status, the base of a status patch.

@@ -3,9 +3,13 @@ package engine
 import (
 	"context"
 	"testing"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
@@ -100,5 +104,41 @@ func TestProviderOwnStatusAndLabels(t *testing.T) {
 	s.reconcile(t)
 	if s.statusWrites != 0 {
 		t.Errorf("%d status writes from a cache lagging behind the engine's own write, want 0", s.statusWrites)
+	}
+}
+
+// TestStatusOfConvertsTheStatusAlone: the status converted alone is the status of the
+// whole object's conversion; bare drops the conditions' transition times and leaves
+// the object as it was.
+func TestStatusOfConvertsTheStatusAlone(t *testing.T) {
+	w := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Labels: map[string]string{"a": "b"}}}
+	w.Spec.Color = "blue"
+	w.Status.Parts = []widget.WidgetPart{{Name: "config", Phase: "Installed"}}
+	then := metav1.NewTime(time.Date(2026, 12, 4, 8, 0, 0, 0, time.UTC))
+	meta.SetStatusCondition(&w.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: then})
+	before := w.DeepCopy()
+
+	whole, err := runtime.DefaultUnstructuredConverter.ToUnstructured(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := statusOf(w, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(got, whole["status"]) {
+		t.Errorf("status alone %v, want the whole object's %v", got, whole["status"])
+	}
+
+	bare, err := statusOf(w, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conds, _, _ := unstructured.NestedSlice(bare, "conditions")
+	if len(conds) != 1 || conds[0].(map[string]any)["lastTransitionTime"] != nil {
+		t.Errorf("bare conditions %v, want one without lastTransitionTime", conds)
+	}
+	if !equality.Semantic.DeepEqual(w, before) {
+		t.Errorf("statusOf changed the object: %v, want %v", w, before)
 	}
 }
