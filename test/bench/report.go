@@ -381,8 +381,10 @@ func (r *report) targets(w func(string, ...any)) {
 			w("| (issue 36) %d workspaces all Ready within 1.15x the floor with the platform | %s (%s against %s)%s | %s |", k.n, ratio(rt.total.Seconds(), pf.Seconds()), secs(rt.total), secs(pf),
 				before(func(b *kcpResult) string { return ratio(b.rt.total.Seconds(), pf.Seconds()) }), verdict(q <= 1.15))
 		}
-		w("| (issue 36) at most 16 requests per object | %.1f%s | %s |", perObject,
-			before(func(b *kcpResult) string { return fmt.Sprintf("%.1f", float64(b.rt.reqs.total())/float64(b.n)) }), verdict(perObject <= 16))
+		// Two decimals: a fixed few requests of the phase (watch renewals, the
+		// supervisor's resync) must not round away.
+		w("| (issue 36) at most 16 requests per object | %.2f (%d requests for %d objects)%s | %s |", perObject, rt.reqs.total(), k.n,
+			before(func(b *kcpResult) string { return fmt.Sprintf("%.2f", float64(b.rt.reqs.total())/float64(b.n)) }), verdict(perObject <= 16))
 		w("| (issue 36) peak RSS at most 150 MiB at %d workspaces | %.0f MiB (live Go heap after GC %.0f MiB)%s | %s |", k.n, rt.rssPeak, rt.heap,
 			before(func(b *kcpResult) string { return fmt.Sprintf("%.0f MiB (heap %.0f MiB)", b.rt.rssPeak, b.rt.heap) }), verdict(rt.rssPeak <= 150))
 	}
