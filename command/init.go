@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -278,7 +277,7 @@ func installCRD(ctx context.Context, log logr.Logger, c client.Client, cfg *rest
 	if err != nil {
 		return fmt.Errorf("waiting until it is established (%s): %w", last, err)
 	}
-	if err := waitDiscoverable(ctx, cfg, have); err != nil {
+	if err := storageversion.WaitDiscoverable(ctx, cfg, have, 100*time.Millisecond); err != nil {
 		return err
 	}
 	if !storageversion.Needed(have) {
@@ -290,41 +289,6 @@ func installCRD(ctx context.Context, log logr.Logger, c client.Client, cfg *rest
 		return err
 	}
 	log.Info("stored objects moved", "crd", want.Name, "from", res.From, "to", res.To, "objects", res.Listed, "rewritten", res.Rewritten)
-	return nil
-}
-
-// waitDiscoverable waits until the API server's discovery lists crd's resource in every
-// served version. Established says the CRD's handlers run; discovery follows it
-// asynchronously, and clients (the runtime's REST mapper, the storage migration, kubectl)
-// find the kind through discovery: a client that asks in between is told the kind does
-// not exist. Init is done only when the Service API can be used.
-func waitDiscoverable(ctx context.Context, cfg *rest.Config, crd *apiextensionsv1.CustomResourceDefinition) error {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("discovery client: %w", err)
-	}
-	var last string
-	err = wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
-		for _, v := range crd.Spec.Versions {
-			if !v.Served {
-				continue
-			}
-			gv := crd.Spec.Group + "/" + v.Name
-			list, err := dc.ServerResourcesForGroupVersion(gv)
-			if err != nil {
-				last = err.Error()
-				return false, nil
-			}
-			if !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == crd.Spec.Names.Plural }) {
-				last = fmt.Sprintf("%s not in the discovery of %s yet", crd.Spec.Names.Plural, gv)
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		return fmt.Errorf("waiting until CRD %s is discoverable (%s): %w", crd.Name, last, err)
-	}
 	return nil
 }
 

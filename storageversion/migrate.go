@@ -116,25 +116,20 @@ func Migrate(ctx context.Context, cfg *rest.Config, name string, opts Options) (
 // of gvr's version: the API server's handler for the CRD writes in it from then on.
 func waitForStorage(ctx context.Context, crds apiextensionsclient.Interface, gvr schema.GroupVersionResource, kind string, interval time.Duration) error {
 	want := discovery.StorageVersionHash(gvr.Group, gvr.Version, kind)
-	last := "not announced yet"
+	var why string
 	err := wait.PollUntilContextTimeout(ctx, interval, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := crds.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
-		if err != nil {
-			last = err.Error()
+		var r *metav1.APIResource
+		if r, why = discovered(crds.Discovery(), gvr.GroupVersion().String(), gvr.Resource); r == nil {
 			return false, nil
 		}
-		for _, r := range list.APIResources {
-			if r.Name == gvr.Resource {
-				if r.StorageVersionHash == want {
-					return true, nil
-				}
-				last = "discovery announces another storage version"
-			}
+		if r.StorageVersionHash != want {
+			why = "discovery announces another storage version"
+			return false, nil
 		}
-		return false, nil
+		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("waiting until the API server writes in %s (%s): %w", gvr.Version, last, err)
+		return fmt.Errorf("waiting until the API server writes in %s (%s): %w", gvr.Version, why, err)
 	}
 	return nil
 }

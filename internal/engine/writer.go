@@ -8,7 +8,6 @@ import (
 	"maps"
 	"reflect"
 	"strings"
-	"sync"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -227,44 +226,29 @@ func statusOf(obj provider.Object, bare bool) (map[string]any, error) {
 	return st, nil
 }
 
-// statusFields caches, per Go type of a Service API object, the index of its field
-// whose JSON name is "status" (-1: none).
-var statusFields sync.Map
-
-// statusField returns a pointer to obj's status field, or nil when it is a nil
-// pointer; found is false when obj has no such field, for the whole object's
-// conversion to decide.
+// statusField returns a pointer to obj's status field (the one whose JSON name is
+// "status"), or nil when it is a nil pointer; found is false when obj has no such
+// field, for the whole object's conversion to decide.
 func statusField(obj provider.Object) (field any, found bool) {
 	v := reflect.ValueOf(obj)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
 		return nil, false
 	}
 	v = v.Elem()
-	idx, ok := statusFields.Load(v.Type())
-	if !ok {
-		idx = -1
-		for i := range v.NumField() {
-			name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
-			if name == "status" {
-				idx = i
-				break
+	for i := range v.NumField() {
+		if name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ","); name != "status" {
+			continue
+		}
+		switch f := v.Field(i); {
+		case f.Kind() == reflect.Struct:
+			return f.Addr().Interface(), true
+		case f.Kind() == reflect.Pointer && f.Type().Elem().Kind() == reflect.Struct:
+			if f.IsNil() {
+				return nil, true
 			}
+			return f.Interface(), true
 		}
-		statusFields.Store(v.Type(), idx)
-	}
-	i := idx.(int)
-	if i < 0 {
 		return nil, false
-	}
-	f := v.Field(i)
-	switch {
-	case f.Kind() == reflect.Struct:
-		return f.Addr().Interface(), true
-	case f.Kind() == reflect.Pointer && f.Type().Elem().Kind() == reflect.Struct:
-		if f.IsNil() {
-			return nil, true
-		}
-		return f.Interface(), true
 	}
 	return nil, false
 }

@@ -9,8 +9,6 @@ import (
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
@@ -28,12 +26,7 @@ import (
 // their fences; when x leaves in turn, it stops and its fence is released.
 func TestWorkspacesOutliveTheOneThatKickedTheirStart(t *testing.T) {
 	ctx := t.Context()
-	platform := harness.StartAPIServer(t, harness.PurposePlatform)
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c := harness.NewClient(t, platform.Config, scheme)
+	c := harness.NewClient(t, harness.StartAPIServer(t, harness.PurposePlatform).Config)
 
 	gate := &gatedSharder{asked: map[string]int{}}
 	self := sharder.PeerInfo{ID: "me", Weight: 1}
