@@ -1,7 +1,6 @@
 package tokens
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"time"
@@ -21,7 +20,8 @@ type Credential struct {
 	// Token is the workload ServiceAccount's bearer token.
 	Token string
 	// Kubeconfig holds Token, the server <kcp>/clusters/<cluster> and the CA of the
-	// runtime's direct connection.
+	// runtime's direct connection. Every copy of a credential shares these bytes with
+	// the Minter's cache: read them, never change them.
 	Kubeconfig []byte
 	// ExpiresAt is when kcp stops accepting Token.
 	ExpiresAt time.Time
@@ -32,6 +32,21 @@ type Credential struct {
 	// credential had to restore because someone else changed or deleted it in the
 	// workspace after the Minter had it in order. Empty on a first Ensure.
 	Repaired []string
+
+	// config is Kubeconfig as a REST config, its CA the bytes of the runtime's direct
+	// config, which every tenant's config shares (RESTConfig).
+	config *rest.Config
+}
+
+// RESTConfig returns a new REST config for the credential, as Kubeconfig would parse
+// but without parsing it: each tenant's config would hold its own copy of the CA,
+// about a third of the workspace credentials' memory at 500 workspaces
+// (docs/design/scale.md). Nil for a Credential the Minter did not mint.
+func (c *Credential) RESTConfig() *rest.Config {
+	if c == nil || c.config == nil {
+		return nil
+	}
+	return rest.CopyConfig(c.config)
 }
 
 const redacted = "<redacted>"
@@ -56,10 +71,10 @@ func (c Credential) MarshalLog() any {
 	}{c.Cluster.String(), redacted, redacted, c.ExpiresAt, c.RenewAt}
 }
 
-// clone returns a copy that shares no memory with c, so a caller cannot change the
-// Minter's cache.
+// clone returns a copy whose fields a caller can set without changing the Minter's
+// cache. Kubeconfig is shared, not copied: it is read only, and a copy per tenant
+// client would double the memory of every workspace credential.
 func (c Credential) clone() *Credential {
-	c.Kubeconfig = bytes.Clone(c.Kubeconfig)
 	c.Repaired = nil
 	return &c
 }
@@ -71,14 +86,21 @@ func (c Credential) withRepaired(repaired []string) *Credential {
 	return out
 }
 
-// renderKubeconfig renders a kubeconfig for token at server, trusting what direct trusts.
-func renderKubeconfig(direct *rest.Config, server, cluster, token string) ([]byte, error) {
+// render renders the kubeconfig and the REST config for token at server, trusting what
+// direct trusts.
+func render(direct *rest.Config, server, cluster, token string) ([]byte, *rest.Config, error) {
 	ca := direct.CAData
 	if len(ca) == 0 && direct.CAFile != "" {
 		var err error
 		if ca, err = os.ReadFile(direct.CAFile); err != nil {
-			return nil, fmt.Errorf("reading CA file of the direct config: %w", err)
+			return nil, nil, fmt.Errorf("reading CA file of the direct config: %w", err)
 		}
 	}
-	return kubeconfig.Render(cluster, kubeconfig.Server{URL: server, CAData: ca, TLSServerName: direct.ServerName, Insecure: direct.Insecure}, token)
+	kc, err := kubeconfig.Render(cluster, kubeconfig.Server{URL: server, CAData: ca, TLSServerName: direct.ServerName, Insecure: direct.Insecure}, token)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := &rest.Config{Host: server, BearerToken: token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: ca, ServerName: direct.ServerName, Insecure: direct.Insecure}}
+	return kc, cfg, nil
 }

@@ -62,7 +62,7 @@ func (m *Minter) mint(ctx context.Context, cluster logicalcluster.Name, fresh bo
 	}
 	expires := tok.Expires
 	server := m.base + logicalcluster.NewPath(cluster.String()).RequestPath()
-	kc, err := renderKubeconfig(m.opts.Direct, server, cluster.String(), tok.Value)
+	kc, cfg, err := render(m.opts.Direct, server, cluster.String(), tok.Value)
 	if err != nil {
 		return nil, err
 	}
@@ -72,6 +72,7 @@ func (m *Minter) mint(ctx context.Context, cluster logicalcluster.Name, fresh bo
 		Kubeconfig: kc,
 		ExpiresAt:  expires,
 		RenewAt:    kubeconfig.RenewAt(issued, expires),
+		config:     cfg,
 	}, nil
 }
 

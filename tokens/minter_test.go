@@ -1,6 +1,7 @@
 package tokens_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -135,6 +136,17 @@ func TestMinterGlobalServiceAccounts(t *testing.T) {
 		}
 		if n := listWidgets(ctx, t, cfg); n != 1 {
 			t.Errorf("workload sees %d widgets in its workspace, want 1", n)
+		}
+		// The REST config handed to the tenant's client is the kubeconfig's, unparsed.
+		rc := credA.RESTConfig()
+		if rc == nil {
+			t.Fatal("RESTConfig() of a minted credential is nil")
+		}
+		if rc.Host != cfg.Host || rc.BearerToken != cfg.BearerToken || !bytes.Equal(rc.CAData, cfg.CAData) ||
+			rc.ServerName != cfg.ServerName || rc.Insecure != cfg.Insecure {
+			t.Errorf("RESTConfig() differs from the parsed kubeconfig (host %q against %q)", rc.Host, cfg.Host)
+		} else if n := listWidgets(ctx, t, rc); n != 1 {
+			t.Errorf("workload through RESTConfig() sees %d widgets in its workspace, want 1", n)
 		}
 		neighbour := rest.CopyConfig(cfg)
 		neighbour.Host = strings.TrimSuffix(e.k.URL(), "/") + "/clusters/" + b.lc.String()

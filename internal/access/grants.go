@@ -153,6 +153,12 @@ func FromKubeconfig(kubeconfig []byte, scheme *runtime.Scheme, tune func(*rest.C
 		// The parse error can quote the file; never pass it on.
 		return nil, fmt.Errorf("kubeconfig does not parse")
 	}
+	return FromConfig(cfg, kubeconfig, scheme, tune)
+}
+
+// FromConfig builds an Access from cfg, the REST config of the raw kubeconfig, which
+// the Access keeps for the provider. cfg becomes the Access's own.
+func FromConfig(cfg *rest.Config, kubeconfig []byte, scheme *runtime.Scheme, tune func(*rest.Config)) (*cluster.Access, error) {
 	if tune != nil {
 		tune(cfg)
 	}
