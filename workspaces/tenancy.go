@@ -175,13 +175,12 @@ func (t *Tenancy[T]) accessFor(key clientKey, cred *tokens.Credential) (*cluster
 	if c, ok := t.clients[key]; ok && c.token == cred.Token {
 		return c.access, nil
 	}
-	var a *cluster.Access
-	var err error
-	if cfg := cred.RESTConfig(); cfg != nil {
-		a, err = access.FromConfig(cfg, cred.Kubeconfig, t.opts.Scheme, t.opts.Tune)
-	} else {
-		a, err = access.FromKubeconfig(cred.Kubeconfig, t.opts.Scheme, t.opts.Tune)
+	// Every credential here is the Minter's, which mints each with its REST config.
+	cfg := cred.RESTConfig()
+	if cfg == nil {
+		return nil, fmt.Errorf("workspace credential of %s has no REST config", key.lc)
 	}
+	a, err := access.FromConfig(cfg, cred.Kubeconfig, t.opts.Scheme, t.opts.Tune)
 	if err != nil {
 		return nil, fmt.Errorf("workspace credential: %w", err)
 	}
