@@ -66,11 +66,6 @@ type Tenancy[T provider.Object] struct {
 
 	mu      sync.Mutex
 	clients map[clientKey]cachedClient
-	// direct are uncached virtual-workspace clients per workspace, for the token
-	// minter: the cluster's own client reads from the shared wildcard cache, which would
-	// start informers on every workspace's ServiceAccounts and RBAC (and the claims
-	// grant no list/watch).
-	direct map[logicalcluster.Name]client.Client
 }
 
 // clientKey names one credential of a workspace: the provider's or the worker's.
@@ -89,7 +84,7 @@ func NewTenancy[T provider.Object](opts Options) *Tenancy[T] {
 	if opts.RetryInterval == 0 {
 		opts.RetryInterval = 30 * time.Second
 	}
-	return &Tenancy[T]{opts: opts, clients: map[clientKey]cachedClient{}, direct: map[logicalcluster.Name]client.Client{}}
+	return &Tenancy[T]{opts: opts, clients: map[clientKey]cachedClient{}}
 }
 
 // Mode is kcp.
@@ -131,11 +126,7 @@ func (t *Tenancy[T]) EndUserWorker(ctx context.Context, tg engine.Target[T]) (*c
 // ensure has m mint (or reuse) one credential of the workspace.
 func (t *Tenancy[T]) ensure(ctx context.Context, tg engine.Target[T], m *tokens.Minter, worker bool) (*cluster.Access, error) {
 	lc := logicalcluster.Name(tg.ClusterName)
-	ws, err := t.directClient(tg)
-	if err != nil {
-		return nil, err
-	}
-	cred, err := m.Ensure(ctx, ws, lc)
+	cred, err := m.Ensure(ctx, t.directClient(tg), lc)
 	if err != nil {
 		var claim *tokens.ClaimNotAcceptedError
 		var foreign *tokens.NotManagedError
@@ -226,10 +217,7 @@ func (t *Tenancy[T]) LookupEndUser(ctx context.Context, tg engine.Target[T]) (*c
 // label removed) are left to the tenant and reported.
 func (t *Tenancy[T]) ReleaseEndUser(ctx context.Context, tg engine.Target[T]) (bool, error) {
 	lc := logicalcluster.Name(tg.ClusterName)
-	ws, err := t.directClient(tg)
-	if err != nil {
-		return false, err
-	}
+	ws := t.directClient(tg)
 	r, err := t.opts.Minter.Remove(ctx, ws, lc)
 	if t.opts.WorkerMinter != nil && err == nil {
 		var worker tokens.Removal
@@ -249,9 +237,6 @@ func (t *Tenancy[T]) ReleaseEndUser(ctx context.Context, tg engine.Target[T]) (b
 		return false, &access.WaitingError{Reason: v1alpha1.ReasonCleanupBlocked, Final: true,
 			RequeueAfter: t.opts.RetryInterval, Message: r.Explain()}
 	}
-	t.mu.Lock()
-	delete(t.direct, lc)
-	t.mu.Unlock()
 	if len(r.TakenOver()) > 0 {
 		return true, &access.LeftBehind{Message: r.Explain()}
 	}
@@ -276,23 +261,26 @@ func onlyClaimsRefused(r tokens.Removal) bool {
 }
 
 // directClient returns the workspace's uncached virtual-workspace client
-// (engine.DirectClient), kept per workspace.
-func (t *Tenancy[T]) directClient(tg engine.Target[T]) (client.Client, error) {
-	lc := logicalcluster.Name(tg.ClusterName)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if c, ok := t.direct[lc]; ok {
+// (engine.DirectClient) for the token minter, built on its first use: the cluster's
+// own client reads from the shared wildcard cache, which would start informers on
+// every workspace's ServiceAccounts and RBAC (and the claims grant no list/watch).
+// It is not kept: the minter writes through it when it first serves a workspace and
+// when something there must be repaired, and answers every other Ensure from its own
+// cache and the watch of its objects, so a client kept per workspace (9 KB each, its
+// codec factory and REST clients; heap profiles at 500 workspaces, docs/design/scale.md)
+// would sit unused; a takeover by another replica builds none when the workspace's
+// objects are in order.
+func (t *Tenancy[T]) directClient(tg engine.Target[T]) client.Client {
+	return access.Lazy(t.opts.Scheme, func() (client.Client, error) {
+		c, err := engine.DirectClient(tg.Cluster, t.opts.Scheme)
+		if err != nil {
+			return nil, fmt.Errorf("virtual workspace client for %s: %w", tg.ClusterName, err)
+		}
+		if t.opts.FieldOwner != "" {
+			c = client.WithFieldOwner(c, t.opts.FieldOwner)
+		}
 		return c, nil
-	}
-	c, err := engine.DirectClient(tg.Cluster, t.opts.Scheme)
-	if err != nil {
-		return nil, fmt.Errorf("virtual workspace client for %s: %w", lc, err)
-	}
-	if t.opts.FieldOwner != "" {
-		c = client.WithFieldOwner(c, t.opts.FieldOwner)
-	}
-	t.direct[lc] = c
-	return c, nil
+	})
 }
 
 // RequestsFor maps a request's logical cluster label to the workspace's objects.

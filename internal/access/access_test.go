@@ -1,6 +1,8 @@
 package access
 
 import (
+	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
@@ -149,5 +153,32 @@ func TestWaitingRetryBacksOff(t *testing.T) {
 	other := Key{Request: reconcile.Request{NamespacedName: types.NamespacedName{Name: "b"}}, Identity: cluster.KCPIdentity("3y9d")}
 	if d := r.waitingRetry(other); d != time.Second {
 		t.Errorf("another tenant starts at %s, want 1s", d)
+	}
+}
+
+// TestLazyBuildsOnFirstUseOnce: a client no one uses is never built, a used one is
+// built once, and the error of a build that failed answers every call.
+func TestLazyBuildsOnFirstUseOnce(t *testing.T) {
+	builds := 0
+	built := fake.NewClientBuilder().WithObjects(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}}).Build()
+	c := Lazy(built.Scheme(), func() (client.Client, error) { builds++; return built, nil })
+	if _, err := c.GroupVersionKindFor(&corev1.Secret{}); err != nil || builds != 0 {
+		t.Fatalf("GroupVersionKindFor: %v, %d builds, want none", err, builds)
+	}
+	for range 2 {
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "s"}, &corev1.Secret{}); err != nil {
+			t.Fatalf("Get: %v", err)
+		}
+	}
+	if builds != 1 {
+		t.Errorf("%d builds for two reads, want 1", builds)
+	}
+
+	failed := Lazy(built.Scheme(), func() (client.Client, error) { return nil, errors.New("no client") })
+	if err := failed.Create(context.Background(), &corev1.Secret{}); err == nil || err.Error() != "no client" {
+		t.Errorf("Create: %v, want the build's error", err)
+	}
+	if err := failed.Status().Update(context.Background(), &corev1.Secret{}); err == nil || err.Error() != "no client" {
+		t.Errorf("Status().Update: %v, want the build's error", err)
 	}
 }

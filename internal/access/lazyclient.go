@@ -2,7 +2,6 @@ package access
 
 import (
 	"context"
-	"net/http"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,17 +13,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
-// lazyClient is a tenant's client that is built on its first use. The runtime keeps
-// an Access per tenant and cluster for as long as the grant holds, and most
-// providers use some of them only (a kubeconfig handed to a worker needs no client):
-// a built controller-runtime client holds a discovery-backed REST mapper and a REST
-// client per resource, about 17 KB a tenant before it is used (heap profiles at 500
-// workspaces, docs/design/scale.md). The HTTP client is built at once, so that a
-// kubeconfig the transport cannot use is refused where it is read.
+// lazyClient is a client that is built on its first use. The runtime keeps an Access
+// per tenant and cluster for as long as the grant holds, and most providers use some
+// of them only (a kubeconfig handed to a worker needs no client): a built
+// controller-runtime client holds a codec factory, a discovery-backed REST mapper and
+// a REST client per resource, about 17 KB a tenant before it is used (heap profiles
+// at 500 workspaces, docs/design/scale.md).
 type lazyClient struct {
-	cfg    *rest.Config
-	http   *http.Client
 	scheme *runtime.Scheme
+	build  func() (client.Client, error)
 
 	once sync.Once
 	c    client.Client
@@ -33,6 +30,8 @@ type lazyClient struct {
 
 var _ client.Client = &lazyClient{}
 
+// newLazyClient defers client.New on cfg. The HTTP client is built at once, so that a
+// kubeconfig the transport cannot use is refused where it is read.
 func newLazyClient(cfg *rest.Config, scheme *runtime.Scheme) (*lazyClient, error) {
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
@@ -41,13 +40,20 @@ func newLazyClient(cfg *rest.Config, scheme *runtime.Scheme) (*lazyClient, error
 	if scheme == nil {
 		scheme = clientgoscheme.Scheme // client.New's default
 	}
-	return &lazyClient{cfg: cfg, http: hc, scheme: scheme}, nil
+	return &lazyClient{scheme: scheme, build: func() (client.Client, error) {
+		return client.New(cfg, client.Options{Scheme: scheme, HTTPClient: hc})
+	}}, nil
+}
+
+// Lazy returns a client that build makes on its first use (once; its error answers
+// every call), for a client that most of its holders never use. scheme answers
+// Scheme and GroupVersionKindFor without building; it must be build's scheme.
+func Lazy(scheme *runtime.Scheme, build func() (client.Client, error)) client.Client {
+	return &lazyClient{scheme: scheme, build: build}
 }
 
 func (l *lazyClient) client() (client.Client, error) {
-	l.once.Do(func() {
-		l.c, l.err = client.New(l.cfg, client.Options{Scheme: l.scheme, HTTPClient: l.http})
-	})
+	l.once.Do(func() { l.c, l.err = l.build() })
 	return l.c, l.err
 }
 
