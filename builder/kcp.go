@@ -8,7 +8,6 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -170,26 +169,12 @@ func (r *Runtime[T]) replicas(opts Options, shards sharding.Shards) (*sharding.R
 	cfg := rest.CopyConfig(opts.Platform)
 	opts.tune(cfg)
 	cfg.QPS = -1
-	hc, err := rest.HTTPClientFor(cfg)
+	c, err := client.New(cfg, client.Options{Scheme: r.decl.scheme})
 	if err != nil {
 		return nil, fmt.Errorf("lease client: %w", err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: r.decl.scheme, HTTPClient: hc})
-	if err != nil {
-		return nil, fmt.Errorf("lease client: %w", err)
-	}
-	// The Leases of the namespace, watched: the fences of the other replicas'
-	// workspaces are read from here (sharding.Options.Watch).
-	watch, err := cache.New(cfg, cache.Options{
-		Scheme: r.decl.scheme, HTTPClient: hc, Mapper: c.RESTMapper(),
-		DefaultNamespaces: map[string]cache.Config{opts.LeaseNamespace: {}},
-		DefaultTransform:  cache.TransformStripManagedFields(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("lease watch: %w", err)
 	}
 	return sharding.New(sharding.Options{
-		Client: c, Watch: watch, Namespace: opts.LeaseNamespace, Name: r.decl.name + "-kcp", Replica: opts.Replica,
+		Client: c, Namespace: opts.LeaseNamespace, Name: r.decl.name + "-kcp", Replica: opts.Replica,
 		LeaseDuration: cmp.Or(opts.LeaseDuration, kcpLeaseDuration), Probe: opts.RetryPeriod, Provider: r.decl.name,
 		Shards: shards,
 		Log:    log.Log.WithName(r.decl.name),

@@ -37,9 +37,6 @@ type coordinator struct {
 	lib  *sharded.Coordinator
 	owns func(workspace string) bool
 	log  logr.Logger
-	// leases is the library's client of the Leases, whose watch runs with the
-	// library's runnable; nil in tests that run no runnable.
-	leases *heldLeases
 
 	mu      sync.Mutex
 	engaged map[multicluster.ClusterName]*engagement
@@ -69,17 +66,7 @@ func newCoordinator(lib *sharded.Coordinator, owns func(string) bool, log logr.L
 
 func (c *coordinator) AddAware(a multicluster.Aware) { c.lib.AddAware(a) }
 
-// Runnable is the library's runnable, with the watch of the Leases beside it.
-func (c *coordinator) Runnable() manager.Runnable {
-	lib := c.lib.Runnable()
-	if c.leases == nil || c.leases.watch == nil {
-		return lib
-	}
-	return manager.RunnableFunc(func(ctx context.Context) error {
-		go c.leases.watchLeases(ctx, c.log)
-		return lib.Start(ctx)
-	})
-}
+func (c *coordinator) Runnable() manager.Runnable { return c.lib.Runnable() }
 
 // Engage hands the workspace to the library with a context of its own.
 func (c *coordinator) Engage(ctx context.Context, name multicluster.ClusterName, cl ctrlcluster.Cluster) error {

@@ -3,11 +3,8 @@ package sharding
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 
-	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -17,28 +14,14 @@ import (
 // Lease both read before they write). The copy is as current as a GET: if another
 // replica took the Lease since, the UPDATE built on it fails with a conflict, which
 // the renewer takes for a lost Lease, just as it would on reading the new holder.
-//
-// A Lease another replica holds is read from the watch of the namespace's Leases,
-// once it has synced (watchLeases): the coordinator reads the fence of every
-// workspace it should own and has not started on every decision, one after the
-// other, so that after a replica dies the survivor would GET each of its hundreds of
-// fences every second until they expire, and take the last one seconds after it did.
-// The watch is as safe as a GET for taking a Lease over: the UPDATE built on a
-// copy that lags fails with a conflict, and the next read of that Lease asks the API
-// server. Every other read goes to the API server.
+// Every other read, and every Lease this replica does not hold, goes to the API
+// server: taking a Lease over must see its holder and renew time as they are.
 type heldLeases struct {
 	client.Client
 	holder func(*coordinationv1.Lease) bool
 
-	// watch holds the namespace's Leases once synced is set; nil without a watch.
-	watch  cache.Cache
-	synced atomic.Bool
-
 	mu   sync.Mutex
 	held map[client.ObjectKey]*coordinationv1.Lease
-	// stale are Leases whose copy in the watch lost a race (a conflict): read from
-	// the API server the next time.
-	stale map[client.ObjectKey]bool
 }
 
 // newHeldLeases wraps c; mine says whether a Lease names this replica as its holder.
@@ -48,46 +31,17 @@ func newHeldLeases(c client.Client, mine func(holder string) bool) *heldLeases {
 		holder: func(l *coordinationv1.Lease) bool {
 			return l.Spec.HolderIdentity != nil && mine(*l.Spec.HolderIdentity)
 		},
-		held:  map[client.ObjectKey]*coordinationv1.Lease{},
-		stale: map[client.ObjectKey]bool{},
-	}
-}
-
-// watchLeases starts the watch, when there is one, and answers reads of the Leases
-// other replicas hold from it once it has synced; until then, and if it never syncs
-// (no right to list and watch Leases), they go to the API server. It returns when ctx
-// ends.
-func (h *heldLeases) watchLeases(ctx context.Context, log logr.Logger) {
-	if h.watch == nil {
-		return
-	}
-	go func() {
-		if err := h.watch.Start(ctx); err != nil {
-			log.Error(err, "watching the Leases; reading them from the API server")
-		}
-	}()
-	if _, err := h.watch.GetInformer(ctx, &coordinationv1.Lease{}); err != nil {
-		log.Error(err, "watching the Leases; reading them from the API server")
-		return
-	}
-	if h.watch.WaitForCacheSync(ctx) {
-		h.synced.Store(true)
+		held: map[client.ObjectKey]*coordinationv1.Lease{},
 	}
 }
 
 func (h *heldLeases) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	if l, ok := obj.(*coordinationv1.Lease); ok && len(opts) == 0 {
 		h.mu.Lock()
-		held, stale := h.held[key], h.stale[key]
-		delete(h.stale, key)
+		held := h.held[key]
 		h.mu.Unlock()
 		if held != nil {
 			held.DeepCopyInto(l)
-			return nil
-		}
-		// A Lease the watch has not seen (just created by another replica, or none
-		// yet) is asked for on the server: the coordinator creates a missing fence.
-		if !stale && h.synced.Load() && h.watch.Get(ctx, key, l) == nil {
 			return nil
 		}
 	}
@@ -121,11 +75,6 @@ func (h *heldLeases) remember(obj client.Object, err error) {
 	}
 	if err != nil || !h.holder(l) {
 		h.forget(obj)
-		if err != nil {
-			h.mu.Lock()
-			h.stale[client.ObjectKeyFromObject(l)] = true
-			h.mu.Unlock()
-		}
 		return
 	}
 	h.mu.Lock()

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
@@ -26,11 +25,6 @@ type Options struct {
 	// Leases this replica holds are read from its own last write of them instead
 	// (heldLeases): one request per renewal.
 	Client client.Client
-	// Watch, when set, is a cache of the Leases in Namespace, which the coordinator
-	// starts: the Leases other replicas hold are read from it (heldLeases), so that
-	// deciding on a dead replica's workspaces costs one UPDATE per fence taken and no
-	// GETs. Without it they are read from the API server.
-	Watch cache.Cache
 	// Namespace holds the membership and fencing Leases: the provider's namespace.
 	Namespace string
 	// Name prefixes the Leases ("<name>-replica-<replica>", "<name>-ws-<workspace>").
@@ -93,7 +87,6 @@ func New(o Options) *Replicas {
 	look := o.Probe / 2
 	self := peerID(o.Replica)
 	leases := newHeldLeases(o.Client, func(holder string) bool { return holder == self })
-	leases.watch = o.Watch
 	r.registry = newRegistry(leases, o.Namespace, o.Name+"-replica", o.Replica, o.LeaseDuration, renew, look, log,
 		func(n int) { metrics.KCPReplicasSeen(o.Provider, n) }, changed)
 	lib := sharded.New(leases, log,
@@ -107,7 +100,6 @@ func New(o Options) *Replicas {
 	r.coord = newCoordinator(lib, func(workspace string) bool {
 		return shardSharder{r}.ShouldOwn(workspace, r.registry.Snapshot(), r.registry.Self())
 	}, log)
-	r.coord.leases = leases
 	return r
 }
 
