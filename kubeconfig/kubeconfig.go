@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -28,6 +29,14 @@ type Server struct {
 // (which also names the cluster and the user).
 func Render(name string, server Server, token string) ([]byte, error) {
 	return RenderContexts(name, token, map[string]Server{name: server}, name)
+}
+
+// RESTConfig is the REST config that parsing Render(name, s, token) gives, built
+// without rendering and parsing: a caller that keeps many of them shares s.CAData
+// among them instead of holding a parsed copy each.
+func (s Server) RESTConfig(token string) *rest.Config {
+	return &rest.Config{Host: s.URL, BearerToken: token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: s.CAData, ServerName: s.TLSServerName, Insecure: s.Insecure}}
 }
 
 // RenderContexts returns a kubeconfig with one user, named user and holding token, and

@@ -1,6 +1,7 @@
 package kubeconfig
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
@@ -18,6 +19,29 @@ func TestRenderRoundTrips(t *testing.T) {
 	}
 	if cfg.Host != "https://example:6443/clusters/a" || cfg.BearerToken != "tok" || string(cfg.CAData) != "ca" || cfg.ServerName != "kcp" {
 		t.Fatalf("kubeconfig does not carry server, token, CA and server name: %+v", cfg)
+	}
+}
+
+// TestRESTConfigIsRenderParsed: Server.RESTConfig is what parsing the rendered
+// kubeconfig gives, for a verified and an insecure server.
+func TestRESTConfigIsRenderParsed(t *testing.T) {
+	for _, s := range []Server{
+		{URL: "https://example:6443/clusters/a", CAData: []byte("ca"), TLSServerName: "kcp"},
+		{URL: "https://example:6443/clusters/b", Insecure: true},
+	} {
+		out, err := Render("x", s, "tok")
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed, err := clientcmd.RESTConfigFromKubeConfig(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := s.RESTConfig("tok")
+		if got.Host != parsed.Host || got.BearerToken != parsed.BearerToken || !bytes.Equal(got.CAData, parsed.CAData) ||
+			got.ServerName != parsed.ServerName || got.Insecure != parsed.Insecure {
+			t.Errorf("RESTConfig %+v, parsed kubeconfig %+v", got, parsed)
+		}
 	}
 }
 

@@ -96,11 +96,10 @@ func render(direct *rest.Config, server, cluster, token string) ([]byte, *rest.C
 			return nil, nil, fmt.Errorf("reading CA file of the direct config: %w", err)
 		}
 	}
-	kc, err := kubeconfig.Render(cluster, kubeconfig.Server{URL: server, CAData: ca, TLSServerName: direct.ServerName, Insecure: direct.Insecure}, token)
+	srv := kubeconfig.Server{URL: server, CAData: ca, TLSServerName: direct.ServerName, Insecure: direct.Insecure}
+	kc, err := kubeconfig.Render(cluster, srv, token)
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg := &rest.Config{Host: server, BearerToken: token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: ca, ServerName: direct.ServerName, Insecure: direct.Insecure}}
-	return kc, cfg, nil
+	return kc, srv.RESTConfig(token), nil
 }
