@@ -243,7 +243,7 @@ func (r *Requester) Ensure(ctx context.Context, key Key) (*cluster.Access, error
 	if err != nil {
 		return nil, fmt.Errorf("platform namespace of %s access: %w", reg.ID(), err)
 	}
-	if err := r.ensureNamespace(ctx, namespace); err != nil {
+	if err := r.ensureNamespace(ctx, key, reg, namespace); err != nil {
 		return nil, r.orderingFailed(key, err)
 	}
 	if err := r.routeAccessRequest(ctx, key, reg, namespace); err != nil {

@@ -172,8 +172,18 @@ func (r *Requester) managedLabels(key Key, reg advanced.ParameterizedClusterRegi
 // then costs the one create the library would have issued after its read, and the
 // library's own read (namespaceMemory) is answered from memory. A namespace this
 // process already knows costs nothing; AlreadyExists counts as existing.
-func (r *Requester) ensureNamespace(ctx context.Context, name string) error {
+//
+// Nor does a namespace that holds one of the tenant's requests in the informer cache:
+// a request stands only in a namespace that exists. That is every tenant a process
+// starts serving with its requests already ordered, after a restart or when a
+// replica takes over a dead one's workspaces, where a create refused as
+// AlreadyExists cost each tenant's first reconcile a platform round trip.
+func (r *Requester) ensureNamespace(ctx context.Context, key Key, reg advanced.ParameterizedClusterRegistration, name string) error {
 	if r.namespaces.knows(name) {
+		return nil
+	}
+	if r.requestCached(ctx, client.ObjectKey{Namespace: name, Name: r.requestName(key, reg)}) {
+		r.namespaces.remember(name)
 		return nil
 	}
 	ns := &corev1.Namespace{}
@@ -182,4 +192,13 @@ func (r *Requester) ensureNamespace(ctx context.Context, name string) error {
 		return fmt.Errorf("creating platform namespace %s: %w", name, err)
 	}
 	return nil
+}
+
+// requestCached says whether the platform client's cache holds the tenant's
+// AccessRequest or ClusterRequest of that key (both share the name).
+func (r *Requester) requestCached(ctx context.Context, key client.ObjectKey) bool {
+	if err := r.platform.Get(ctx, key, &clustersv1alpha1.AccessRequest{}); err == nil {
+		return true
+	}
+	return r.platform.Get(ctx, key, &clustersv1alpha1.ClusterRequest{}) == nil
 }

@@ -40,6 +40,13 @@ type registry struct {
 	// when the members differ from the last listing's, and when the registry settles.
 	seen    func(int)
 	changed func()
+	// kick asks the goroutine that calls changed to call it (once for any number of
+	// kicks while it runs). changed reassesses the shards, which engages every
+	// workspace of a shard taken over, one after the other: seconds for hundreds.
+	// Called from the loop that renews this replica's Lease, it held the renewals
+	// and the listings for that long, past the point where the others would count
+	// this replica dead.
+	kick chan struct{}
 
 	mu    sync.RWMutex
 	peers []sharder.PeerInfo
@@ -58,7 +65,7 @@ var _ peers.Registry = &registry{}
 func newRegistry(c client.Client, ns, prefix, id string, ttl, renewEvery, refresh time.Duration, log logr.Logger, seen func(int), changed func()) *registry {
 	self := sharder.PeerInfo{ID: peerID(id), Weight: 1}
 	return &registry{c: c, ns: ns, prefix: prefix, self: self, ttl: ttl, renewEvery: renewEvery, refresh: min(refresh, renewEvery),
-		log: log, seen: seen, changed: changed, peers: []sharder.PeerInfo{self}}
+		log: log, seen: seen, changed: changed, kick: make(chan struct{}, 1), peers: []sharder.PeerInfo{self}}
 }
 
 // settled says whether the registry has listed the members often enough to take a
@@ -85,6 +92,7 @@ func (r *registry) Run(ctx context.Context) error {
 	renew, refresh := time.NewTicker(r.renewEvery), time.NewTicker(r.refresh)
 	defer renew.Stop()
 	defer refresh.Stop()
+	go r.tell(ctx)
 	r.renew(ctx)
 	for {
 		if err := r.list(ctx); err != nil && ctx.Err() == nil {
@@ -160,10 +168,27 @@ func (r *registry) list(ctx context.Context) error {
 	if r.seen != nil {
 		r.seen(len(live))
 	}
-	if changed && r.changed != nil {
-		r.changed()
+	if changed {
+		select {
+		case r.kick <- struct{}{}:
+		default: // a call is pending already, and it reads the members as they are then
+		}
 	}
 	return nil
+}
+
+// tell calls changed for the kicks until ctx ends.
+func (r *registry) tell(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.kick:
+			if r.changed != nil {
+				r.changed()
+			}
+		}
+	}
 }
 
 // leave deletes this replica's Lease, best effort: the process is stopping.

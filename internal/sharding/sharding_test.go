@@ -239,3 +239,72 @@ func TestReplicasDivideShards(t *testing.T) {
 		t.Error("a was not told that its share grew")
 	}
 }
+
+// slowShards reassesses as slowly as taking over a shard of hundreds of workspaces
+// does: until release is closed.
+type slowShards struct {
+	shards
+	release chan struct{}
+}
+
+func (s *slowShards) Reassess() {
+	s.shards.Reassess()
+	<-s.release
+}
+
+// TestMembershipOutlivesASlowReassessment: while a replica reassesses its shards for
+// twice the lease duration (engaging the workspaces of a shard it takes over), it
+// keeps renewing its membership, so the other replica never counts it dead and
+// takes its shard; its reassessment of the next change follows the slow one.
+func TestMembershipOutlivesASlowReassessment(t *testing.T) {
+	ctx := t.Context()
+	c := platformClient(t)
+	sa := &slowShards{release: make(chan struct{})}
+	a, b := newTestReplica(c, "a", sa), newTestReplica(c, "b", &shards{})
+	stopA, stopB := runReplica(ctx, a), runReplica(ctx, b)
+	defer stopA()
+	defer stopB()
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(sa.release)
+		}
+	}
+	defer release()
+
+	harness.Eventually(ctx, t, 2*testTTL, "b sees a", func(context.Context) error {
+		if len(b.Peers()) != 2 {
+			return fmt.Errorf("b sees %v", b.Peers())
+		}
+		return nil
+	})
+	harness.Eventually(ctx, t, 2*testTTL, "a reassesses", func(context.Context) error {
+		if sa.count() == 0 {
+			return fmt.Errorf("a has not reassessed")
+		}
+		return nil
+	})
+	// a is stuck in its reassessment for twice the lease duration; b must see it
+	// alive all along.
+	deadline := time.Now().Add(2 * testTTL)
+	for time.Now().Before(deadline) {
+		if got := b.Peers(); len(got) != 2 {
+			t.Fatalf("b sees only %v while a reassesses: a's membership lapsed", got)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		case <-time.After(testRefresh):
+		}
+	}
+	before := sa.count()
+	release()
+	stopB()
+	harness.Eventually(ctx, t, 2*testTTL, "a reassesses once b left", func(context.Context) error {
+		if sa.count() <= before {
+			return fmt.Errorf("a reassessed %d times, %d before b left", sa.count(), before)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,79 @@
+package access
+
+import (
+	"context"
+	"testing"
+
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	"github.com/openmcp-project/openmcp-operator/lib/clusteraccess/advanced"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+)
+
+// TestNamespaceOfCachedRequestsIsNotCreated: a process that starts serving a tenant
+// whose requests are already ordered (a restart, a replica taking over a dead one's
+// workspaces) knows the tenant's platform namespace exists from the cached request
+// and sends nothing for it; a tenant with no request yet has its namespace created,
+// once.
+func TestNamespaceOfCachedRequestsIsNotCreated(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := clustersv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	reg := advanced.NewClusterRequest("workload", "wl", advanced.StaticClusterRequestSpecGenerator(&clustersv1alpha1.ClusterRequestSpec{Purpose: "workload"})).
+		WithNamespaceGenerator(NamespaceFromIdentity).WithScheme(scheme).Build()
+	key := func(name string) Key {
+		return Key{Request: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team", Name: name}}, Identity: cluster.StandardIdentity("team", name)}
+	}
+	served, fresh := key("served"), key("fresh")
+	p := reg.Parameterize(served.Request, served.Identity)
+	servedNS, err := p.Namespace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ar := &clustersv1alpha1.AccessRequest{}
+	ar.Namespace, ar.Name = servedNS, advanced.StableRequestName("widgets", served.Request, "wl")
+
+	creates := map[string]int{}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(ar).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*corev1.Namespace); ok {
+				creates[obj.GetName()]++
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	}).Build()
+	r := New(c, Options{ControllerName: "widgets", Registration: reg})
+
+	for _, k := range []Key{served, fresh, served, fresh} {
+		p := reg.Parameterize(k.Request, k.Identity)
+		ns, err := p.Namespace()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.ensureNamespace(context.Background(), k, p, ns); err != nil {
+			t.Fatalf("ensureNamespace %s: %v", k.Request, err)
+		}
+		if !r.namespaces.knows(ns) {
+			t.Errorf("namespace %s of %s not remembered", ns, k.Request)
+		}
+	}
+	if creates[servedNS] != 0 {
+		t.Errorf("namespace %s created %d times, want none: the tenant's AccessRequest stands in it", servedNS, creates[servedNS])
+	}
+	freshNS, _ := reg.Parameterize(fresh.Request, fresh.Identity).Namespace()
+	if creates[freshNS] != 1 {
+		t.Errorf("namespace %s created %d times, want once", freshNS, creates[freshNS])
+	}
+}
