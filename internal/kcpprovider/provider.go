@@ -20,6 +20,8 @@ import (
 	mcrecorder "github.com/kcp-dev/multicluster-provider/pkg/events/recorder"
 	mcpprovider "github.com/kcp-dev/multicluster-provider/pkg/provider"
 	apisv1alpha1 "github.com/kcp-dev/sdk/apis/apis/v1alpha1"
+	conditionsv1alpha1 "github.com/kcp-dev/sdk/apis/third_party/conditions/apis/conditions/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -460,8 +462,25 @@ func (p *Provider) stopEndpoint(ep *endpoint) {
 	}
 }
 
-var isReady = func() func(client.Object) bool {
-	ready := mcpprovider.ConditionReadyFunc("Ready")
+// isReady says whether an APIBinding has a Ready condition that is True. The
+// coordinator asks it, through ShardOf, about every engaged workspace on each of its
+// decisions, and it decides once more for every workspace engaged: hundreds of
+// thousands of times while a replica takes over a shard of hundreds. The typed
+// binding's conditions are read as they are; the kcp provider's generic check (kept
+// for anything else) converts the whole object to unstructured first, which is most
+// of a decision's cost (BenchmarkIsReady).
+func isReady(obj client.Object) bool {
+	b, ok := obj.(*apisv1alpha1.APIBinding)
+	if !ok {
+		return anyReady(obj)
+	}
+	return slices.ContainsFunc(b.Status.Conditions, func(c conditionsv1alpha1.Condition) bool {
+		return c.Type == conditionsv1alpha1.ReadyCondition && c.Status == corev1.ConditionTrue
+	})
+}
+
+var anyReady = func() func(client.Object) bool {
+	ready := mcpprovider.ConditionReadyFunc(string(conditionsv1alpha1.ReadyCondition))
 	return func(obj client.Object) bool {
 		ok, err := ready(obj)
 		return err == nil && ok

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -64,6 +65,7 @@ type Replicas struct {
 	coord    *coordinator
 	hrw      sharder.Sharder
 	shards   Shards
+	groups   groups
 	provider string
 }
 
@@ -113,7 +115,7 @@ func (r *Replicas) ServesShard(url string) bool {
 	if !r.registry.settled() {
 		return false
 	}
-	return slices.ContainsFunc(shardGroup(url, r.shards.Published(), r.registry.Snapshot()), r.isSelf)
+	return slices.ContainsFunc(r.groups.of(url, r.shards.Published(), r.registry.Snapshot()), r.isSelf)
 }
 
 func (r *Replicas) isSelf(p sharder.PeerInfo) bool { return p.ID == r.registry.Self().ID }
@@ -156,9 +158,44 @@ func (s shardSharder) ShouldOwn(workspace string, peers []sharder.PeerInfo, self
 	if !ok || !s.r.registry.settled() {
 		return false
 	}
-	group := shardGroup(url, s.r.shards.Published(), peers)
-	return slices.ContainsFunc(group, func(p sharder.PeerInfo) bool { return p.ID == self.ID }) &&
-		s.r.hrw.ShouldOwn(workspace, group, self)
+	group := s.r.groups.of(url, s.r.shards.Published(), peers)
+	if !slices.ContainsFunc(group, func(p sharder.PeerInfo) bool { return p.ID == self.ID }) {
+		return false
+	}
+	// Alone in its shard's group (as many replicas as shards), a replica owns every
+	// workspace of the shard; the rendezvous hash would name it too.
+	return len(group) == 1 || s.r.hrw.ShouldOwn(workspace, group, self)
+}
+
+// groups remembers the group of replicas of each shard (shardGroup) for the shards
+// and members it was computed from. The coordinator asks the sharder about every
+// engaged workspace on every decision, and it decides once more for every workspace
+// engaged: a replica taking over a dead one's shard of 250 workspaces made 250
+// decisions over 500 workspaces each, sorting the shards and the members anew for
+// every one of them. Under the coordinator's lock, on CPUs shared with the servers,
+// that held back for about 2 s the decision that takes the dead replica's fences as
+// they expire (docs/design/replicas.md, "Where a failover's time goes").
+type groups struct {
+	mu    sync.Mutex
+	urls  []string
+	peers []sharder.PeerInfo
+	byURL map[string][]sharder.PeerInfo
+}
+
+// of returns shardGroup(url, urls, peers); the slice returned is shared, read it only.
+func (g *groups) of(url string, urls []string, peers []sharder.PeerInfo) []sharder.PeerInfo {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.byURL == nil || !slices.Equal(g.urls, urls) || !slices.Equal(g.peers, peers) {
+		g.urls, g.peers = slices.Clone(urls), slices.Clone(peers)
+		g.byURL = map[string][]sharder.PeerInfo{}
+	}
+	group, ok := g.byURL[url]
+	if !ok {
+		group = shardGroup(url, urls, peers)
+		g.byURL[url] = group
+	}
+	return group
 }
 
 // Coordinator is what kcp mode's manager engages workspaces through
