@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -26,12 +27,7 @@ import (
 // alone, and the library's refusal stands. The workload registration ends in "cp"
 // here, as metrics-operator's MCP requests do.
 func TestAdoptOldRequests(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := clustersv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	reg := advanced.NewClusterRequest("workload", "cp", advanced.StaticClusterRequestSpecGenerator(&clustersv1alpha1.ClusterRequestSpec{Purpose: "workload"})).
-		WithNamespaceGenerator(NamespaceFromIdentity).WithScheme(scheme).Build()
+	scheme, reg := workloadRegistration(t, "cp")
 	onboardingLabels := func(req reconcile.Request) map[string]string {
 		return map[string]string{openmcpconst.OnboardingNameLabel: req.Name, openmcpconst.OnboardingNamespaceLabel: req.Namespace}
 	}
@@ -91,4 +87,21 @@ func TestAdoptOldRequests(t *testing.T) {
 	if by != "Flux" {
 		t.Errorf("managed-by %q, want Flux as declared", by)
 	}
+}
+
+// workloadRegistration is a tenant's workload ClusterRequest and its AccessRequest,
+// named with suffix, in the tenant's platform namespace; the scheme knows the
+// openMCP cluster types and client-go's.
+func workloadRegistration(t *testing.T, suffix string) (*runtime.Scheme, advanced.ClusterRegistration) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := clustersv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	reg := advanced.NewClusterRequest("workload", suffix, advanced.StaticClusterRequestSpecGenerator(&clustersv1alpha1.ClusterRequestSpec{Purpose: "workload"})).
+		WithNamespaceGenerator(NamespaceFromIdentity).WithScheme(scheme).Build()
+	return scheme, reg
 }

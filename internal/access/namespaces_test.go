@@ -7,9 +7,7 @@ import (
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	"github.com/openmcp-project/openmcp-operator/lib/clusteraccess/advanced"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -24,15 +22,7 @@ import (
 // and sends nothing for it; a tenant with no request yet has its namespace created,
 // once.
 func TestNamespaceOfCachedRequestsIsNotCreated(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := clustersv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	reg := advanced.NewClusterRequest("workload", "wl", advanced.StaticClusterRequestSpecGenerator(&clustersv1alpha1.ClusterRequestSpec{Purpose: "workload"})).
-		WithNamespaceGenerator(NamespaceFromIdentity).WithScheme(scheme).Build()
+	scheme, reg := workloadRegistration(t, "wl")
 	key := func(name string) Key {
 		return Key{Request: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team", Name: name}}, Identity: cluster.StandardIdentity("team", name)}
 	}
