@@ -172,9 +172,10 @@ func (s shardSharder) ShouldOwn(workspace string, peers []sharder.PeerInfo, self
 // engaged workspace on every decision, and it decides once more for every workspace
 // engaged: a replica taking over a dead one's shard of 250 workspaces made 250
 // decisions over 500 workspaces each, sorting the shards and the members anew for
-// every one of them. Under the coordinator's lock, on CPUs shared with the servers,
-// that held back for about 2 s the decision that takes the dead replica's fences as
-// they expire (docs/design/replicas.md, "Where a failover's time goes").
+// every verdict, besides reading the workspace's binding (kcpprovider's isReady).
+// Under the coordinator's lock, on CPUs shared with the servers, those decisions held
+// back for about 2 s the one that takes the dead replica's fences as they expire
+// (docs/design/replicas.md, "Traced on 2026-12-04 18:41").
 type groups struct {
 	mu    sync.Mutex
 	urls  []string
