@@ -1,11 +1,9 @@
 package sharding
 
 import (
-	"fmt"
 	"slices"
 	"testing"
 
-	"github.com/go-logr/logr"
 	"sigs.k8s.io/multicluster-runtime/pkg/manager/coordinator/sharded/sharder"
 )
 
@@ -36,40 +34,3 @@ func TestGroupsFollowMembersAndShards(t *testing.T) {
 		}
 	}
 }
-
-// fixedShards places workspace ws-<i> on shard i mod 2.
-type fixedShards struct{}
-
-var fixedURLs = []string{"https://shard-0/vw", "https://shard-1/vw"}
-
-func (fixedShards) Published() []string { return slices.Clone(fixedURLs) }
-
-func (fixedShards) ShardOf(ws string) (string, bool) {
-	var i int
-	if _, err := fmt.Sscanf(ws, "ws-%d", &i); err != nil {
-		return "", false
-	}
-	return fixedURLs[i%2], true
-}
-
-func (fixedShards) Reassess() {}
-
-// BenchmarkShouldOwn is one ownership decision of the coordinator's, which it takes
-// for every engaged workspace on every pass: 2 replicas over 2 shards.
-func BenchmarkShouldOwn(b *testing.B) {
-	r := New(Options{Namespace: "default", Name: "widgets-kcp", Replica: "a", LeaseDuration: kcpTestLease, Probe: kcpTestLease / 4,
-		Shards: fixedShards{}, Log: logr.Discard()})
-	r.registry.lists = settleListings
-	peers := []sharder.PeerInfo{r.registry.Self(), {ID: peerID("b"), Weight: 1}}
-	s := shardSharder{r}
-	workspaces := make([]string, 500)
-	for i := range workspaces {
-		workspaces[i] = fmt.Sprintf("ws-%d", i)
-	}
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		s.ShouldOwn(workspaces[i%len(workspaces)], peers, r.registry.Self())
-	}
-}
-
-const kcpTestLease = 8e9

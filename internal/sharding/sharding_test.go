@@ -29,7 +29,7 @@ const (
 )
 
 // platformClient starts a platform API server and returns a client of it.
-func platformClient(t *testing.T) client.Client {
+func platformClient(t testing.TB) client.Client {
 	platform := harness.StartAPIServer(t, harness.PurposePlatform)
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -307,4 +307,30 @@ func TestMembershipOutlivesASlowReassessment(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// BenchmarkResponsible is one ownership verdict of the sharder, the one the
+// coordinator asks for every engaged workspace on every decision: 2 replicas over 2
+// shards, settled on a real API server.
+func BenchmarkResponsible(b *testing.B) {
+	ctx := b.Context()
+	c := platformClient(b)
+	a, other := newTestReplica(c, "a", &shards{}), newTestReplica(c, "b", &shards{})
+	stopA, stopB := runReplica(ctx, a), runReplica(ctx, other)
+	defer stopA()
+	defer stopB()
+	harness.Eventually(ctx, b, 2*testTTL, "each replica serves one shard", func(context.Context) error {
+		if !a.ServesShard(shardURLs[0]) && !a.ServesShard(shardURLs[1]) || len(a.Peers()) != 2 {
+			return fmt.Errorf("a serves neither shard, or sees %v", a.Peers())
+		}
+		return nil
+	})
+	workspaces := make([]string, 500)
+	for i := range workspaces {
+		workspaces[i] = fmt.Sprintf("ws-%d", i)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		a.Responsible(workspaces[i%len(workspaces)])
+	}
 }
