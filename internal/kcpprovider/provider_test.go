@@ -22,21 +22,34 @@ import (
 )
 
 // fakeWatch stands in for watching a virtual workspace: each URL fails as often as
-// failures says, then starts.
+// failures says, then starts, once its gate (if it has one) is closed: a test reads
+// the state between the failures and the start however slowly the machine runs.
 type fakeWatch struct {
 	mu       sync.Mutex
 	failures map[string]int
 	attempts map[string]int
 	stopped  map[string]bool
+	gates    map[string]chan struct{}
 }
 
 func (f *fakeWatch) watch(ctx context.Context, url string, _ multicluster.Aware) (*endpoint, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.attempts[url]++
 	if f.attempts[url] <= f.failures[url] {
+		f.mu.Unlock()
 		return nil, errors.New("failed to get server groups: the server could not find the requested resource")
 	}
+	gate := f.gates[url]
+	f.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	ctx, cancel := context.WithCancel(ctx)
 	context.AfterFunc(ctx, func() {
 		f.mu.Lock()
@@ -89,7 +102,9 @@ func TestUnwatchedVirtualWorkspaceIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	const root, shard = "https://vw-root/services/apiexport/x/widgets", "https://vw-shard-1/services/apiexport/x/widgets"
-	f := &fakeWatch{failures: map[string]int{shard: 3}, attempts: map[string]int{}, stopped: map[string]bool{}}
+	started := make(chan struct{})
+	f := &fakeWatch{failures: map[string]int{shard: 3}, attempts: map[string]int{}, stopped: map[string]bool{},
+		gates: map[string]chan struct{}{shard: started}}
 	p.watch = f.watch
 	var notified atomic.Int32
 	p.Notify(func() { notified.Add(1) })
@@ -121,6 +136,7 @@ func TestUnwatchedVirtualWorkspaceIsRetried(t *testing.T) {
 	if notified.Load() == 0 {
 		t.Error("Notify hook not called when the shard became unwatched")
 	}
+	close(started)
 	eventually(t, "the shard watched after its failures", func() error {
 		if u := p.Unwatched(); len(u) != 0 {
 			return fmt.Errorf("unwatched %v", u)
