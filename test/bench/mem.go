@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // Memory is measured per process from /proc. In kcp mode the runtime runs in a process
@@ -33,9 +35,18 @@ func resetPeakRSS(pid string) {
 
 // rss returns VmRSS and VmHWM of process pid in MiB.
 func rss(pid string) (cur, peak float64) {
+	st := procStatus(pid)
+	return st["VmRSS"], st["VmHWM"]
+}
+
+// procStatus reads the memory lines of /proc/<pid>/status, in MiB by name: VmRSS,
+// VmHWM, RssAnon (the heap, stacks and other memory of the process's own), RssFile
+// (pages of mapped files, nearly all of them the executable's own code and tables).
+func procStatus(pid string) map[string]float64 {
+	st := map[string]float64{}
 	f, err := os.Open("/proc/" + pid + "/status")
 	if err != nil {
-		return 0, 0
+		return st
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -45,18 +56,60 @@ func rss(pid string) (cur, peak float64) {
 			continue
 		}
 		fields := strings.Fields(v)
-		if len(fields) == 0 {
+		if len(fields) != 2 || fields[1] != "kB" {
 			continue
 		}
 		kb, _ := strconv.ParseFloat(fields[0], 64)
-		switch k {
-		case "VmRSS":
-			cur = kb / 1024
-		case "VmHWM":
-			peak = kb / 1024
+		st[k] = kb / 1024
+	}
+	return st
+}
+
+// rssParts is what a process's peak RSS is made of. The kernel keeps a peak of the
+// total only (VmHWM), so the anonymous part's peak is sampled.
+type rssParts struct {
+	// anonPeak is the largest RssAnon sampled during the phase.
+	anonPeak float64
+	// file is RssFile at the end of the phase: the pages of the executable that were
+	// read (its code, function tables and read-only data), which do not grow with the
+	// workspaces served and are the same in every replica.
+	file float64
+}
+
+// sampleRSSParts samples RssAnon of each process every interval until the returned
+// function is called (once or more), which returns each process's parts in the order
+// of pids. The anonymous memory rises and falls with the garbage collector's cycles,
+// which are seconds apart in the runtime (GODEBUG=gctrace=1), so a sample every half
+// second misses little of its peak.
+func sampleRSSParts(pids []string, interval time.Duration) func() []rssParts {
+	parts := make([]rssParts, len(pids))
+	sample := func() {
+		for i, pid := range pids {
+			st := procStatus(pid)
+			parts[i].anonPeak = max(parts[i].anonPeak, st["RssAnon"])
+			parts[i].file = st["RssFile"]
 		}
 	}
-	return cur, peak
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			sample()
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return sync.OnceValue(func() []rssParts {
+		close(stop)
+		<-done // the sampler has stopped: parts is the caller's again
+		sample()
+		return parts
+	})
 }
 
 // heapMiB is the Go heap in use after a GC.

@@ -36,8 +36,10 @@ type replicaRun struct {
 	// pfloor is the floor that also waits for the platform's grants, measured
 	// likewise.
 	pfloor phase
-	// rssPeak is each replica's peak RSS (MiB) while the objects became Ready.
-	rssPeak []float64
+	// rssPeak is each replica's peak RSS (MiB) while the objects became Ready, and
+	// rssParts what it was made of.
+	rssPeak  []float64
+	rssParts []rssParts
 	// owned is each replica's share of the workspaces.
 	owned []int
 	// failover: after the SIGKILL of the replica serving the most workspaces, kill to
@@ -139,11 +141,15 @@ func runReplicas(ctx context.Context, env *localenv.Env, n, replicas int, opts b
 	if err != nil {
 		return res, err
 	}
+	pids := make([]string, 0, len(rts))
 	for _, rt := range rts {
 		resetPeakRSS(rt.pid())
 		res.owned = append(res.owned, rt.owned())
+		pids = append(pids, rt.pid())
 	}
 
+	stopSampling := sampleRSSParts(pids, 500*time.Millisecond)
+	defer stopSampling()
 	start := time.Now()
 	if _, err := e.createWidgets(ctx, "main"); err != nil {
 		return res, err
@@ -153,12 +159,13 @@ func runReplicas(ctx context.Context, env *localenv.Env, n, replicas int, opts b
 		return res, err
 	}
 	res.allReady = lastOf(ready).Sub(start)
+	res.rssParts = stopSampling()
 	for _, rt := range rts {
 		_, peak := rss(rt.pid())
 		res.rssPeak = append(res.rssPeak, peak)
 		rt.saveProfiles(fmt.Sprintf("replicas-%d-of-%d%s-%s-converged", n, replicas, opts.baseline, rt.child.Name))
 	}
-	logf("replicas n=%d r=%d: all Ready %s, peak RSS %v MiB, shares %v", n, replicas, res.allReady.Round(time.Millisecond), res.rssPeak, res.owned)
+	logf("replicas n=%d r=%d: all Ready %s, peak RSS %v MiB (anonymous, file: %v), shares %v", n, replicas, res.allReady.Round(time.Millisecond), res.rssPeak, res.rssParts, res.owned)
 	if res.steady, err = steadyWindow(rts, opts.steady); err != nil {
 		return res, err
 	}
@@ -270,10 +277,10 @@ func (r *report) replicaSection(w func(string, ...any)) {
 	}
 	w("## kcp mode across replicas, on a kcp of %d shards", replicaShards)
 	w("")
-	w("Tenant workspaces spread evenly over the shards, served by one runtime process and by two (each `--leader-elect`, default timings of kcp mode: leases of 8 s renewed every 5 s, members listed and ownership decided every second; each replica watches and serves the workspaces of one shard; docs/design/replicas.md), in the same run on the same machine, each on a fresh platform with the real openmcp-operator. *All Ready*: first object created to last Ready. *Floor*: the kcp section's floor on the same sharded kcp, measured once per size in the 1-replica run before its runtime starts, with the runtime's identity there (a client-certificate user, docs/design/sharded-kcp.md): each tenant's writes through the virtual workspace of its own shard, its TokenRequest through the front-proxy; *all Ready vs floor* compares both rows of the size with it; *floor with the platform* also waits for each grant and reads the access Secret (the kcp section says how), measured right after the floor. *Peak RSS*: each replica's while the objects became Ready. *Failover*: the replica serving the most workspaces is killed with SIGKILL and the object of each of its workspaces changed at once; kill to Ready (status caught up with the change) of each.")
+	w("Tenant workspaces spread evenly over the shards, served by one runtime process and by two (each `--leader-elect`, default timings of kcp mode: leases of 8 s renewed every 5 s, members listed and ownership decided every second; each replica watches and serves the workspaces of one shard; docs/design/replicas.md), in the same run on the same machine, each on a fresh platform with the real openmcp-operator. *All Ready*: first object created to last Ready. *Floor*: the kcp section's floor on the same sharded kcp, measured once per size in the 1-replica run before its runtime starts, with the runtime's identity there (a client-certificate user, docs/design/sharded-kcp.md): each tenant's writes through the virtual workspace of its own shard, its TokenRequest through the front-proxy; *all Ready vs floor* compares both rows of the size with it; *floor with the platform* also waits for each grant and reads the access Secret (the kcp section says how), measured right after the floor. *Peak RSS*: each replica's while the objects became Ready; *of it* splits it into the replica's own (anonymous) memory, its peak sampled every 0.5 s, and the pages of the executable it read (file-backed: code, function tables, read-only data), which are the same in every replica whatever it serves. *Failover*: the replica serving the most workspaces is killed with SIGKILL and the object of each of its workspaces changed at once; kill to Ready (status caught up with the change) of each.")
 	w("")
-	w("| workspaces | replicas | shares | floor with the platform: all done | all Ready | all Ready vs floor with the platform | floor: all done | all Ready vs floor | vs 1 replica | peak RSS per replica (MiB) | largest vs 1 replica | failover p50 | failover max | steady: requests / writes per min, per replica |")
-	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	w("| workspaces | replicas | shares | floor with the platform: all done | all Ready | all Ready vs floor with the platform | floor: all done | all Ready vs floor | vs 1 replica | peak RSS per replica (MiB) | largest vs 1 replica | of it: anonymous / file (MiB) | failover p50 | failover max | steady: requests / writes per min, per replica |")
+	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	base := map[int]replicaRun{}
 	for _, run := range r.replicas {
 		if run.replicas == 1 {
@@ -316,6 +323,10 @@ func (r *report) replicaSection(w func(string, ...any)) {
 		for i, v := range run.rssPeak {
 			rssList[i] = fmt.Sprintf("%.0f", v)
 		}
+		partsList := make([]string, len(run.rssParts))
+		for i, p := range run.rssParts {
+			partsList[i] = fmt.Sprintf("%.0f / %.0f", p.anonPeak, p.file)
+		}
 		p50, worst := "", ""
 		if len(run.failover) > 0 {
 			p50, worst = secs(percentile(run.failover, 0.5)), secs(run.failover[len(run.failover)-1])
@@ -329,8 +340,8 @@ func (r *report) replicaSection(w func(string, ...any)) {
 			perMin := run.window.Minutes()
 			steady = append(steady, fmt.Sprintf("%.0f / %.0f", float64(st.total())/perMin, float64(st.writes())/perMin))
 		}
-		w("| %d | %s | %v | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", run.n, name, run.owned, pfloor, secs(run.allReady), vsPFloor, floor, vsFloor, vsReady,
-			strings.Join(rssList, ", "), vsRSS, p50, worst, strings.Join(steady, "; "))
+		w("| %d | %s | %v | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |", run.n, name, run.owned, pfloor, secs(run.allReady), vsPFloor, floor, vsFloor, vsReady,
+			strings.Join(rssList, ", "), vsRSS, strings.Join(partsList, "; "), p50, worst, strings.Join(steady, "; "))
 	}
 	w("")
 	r.replicaTargets(w, base)
@@ -368,13 +379,27 @@ func (r *report) replicaTargets(w func(string, ...any), base map[int]replicaRun)
 	}
 	w("| failover within 20 s (max), %d workspaces, %d replicas | %s (p50 %s, %d objects)%s | %s |", run.n, run.replicas, secs(worst), secs(percentile(run.failover, .5)), len(run.failover), beforeFailover, verdict(worst <= 20*time.Second))
 	q := slices.Max(run.rssPeak) / slices.Max(b.rssPeak)
-	w("| each of %d replicas over %d shards at most 0.7x the peak RSS of one replica serving all | %s (largest %.0f MiB against %.0f)%s | %s |", run.replicas, replicaShards, ratio(slices.Max(run.rssPeak), slices.Max(b.rssPeak)), slices.Max(run.rssPeak), slices.Max(b.rssPeak), beforeRSS, verdict(q <= 0.7))
+	w("| each of %d replicas over %d shards at most 0.7x the peak RSS of one replica serving all | %s (largest %.0f MiB against %.0f)%s%s | %s |", run.replicas, replicaShards, ratio(slices.Max(run.rssPeak), slices.Max(b.rssPeak)), slices.Max(run.rssPeak), slices.Max(b.rssPeak), beforeRSS, partsNote(run, b), verdict(q <= 0.7))
 	if old != nil && len(old.steady) > 0 && len(run.steady) > 0 {
 		now, then := steadyTotal(run, snapshot.total), steadyTotal(*old, snapshot.total)
 		w("| no more requests at steady state with the failover's lease settings, %d replicas | %.0f requests per min over the replicas (%.0f writes); before: %.0f (%.0f writes) | %s |", run.replicas,
 			now, steadyTotal(run, snapshot.writes), then, steadyTotal(*old, snapshot.writes), verdict(now <= then))
 	}
 	w("")
+}
+
+// partsNote says how the anonymous part of the replicas' peak divides, and how much of
+// each peak is the executable's pages, which no division of the work can divide.
+func partsNote(run, one replicaRun) string {
+	if len(run.rssParts) == 0 || len(one.rssParts) == 0 {
+		return ""
+	}
+	var anon, file float64
+	for _, p := range run.rssParts {
+		anon, file = max(anon, p.anonPeak), max(file, p.file)
+	}
+	return fmt.Sprintf("; of it anonymous memory %s (%.0f MiB against %.0f, sampled) and the executable's pages %.0f MiB in each (%.0f in one replica)",
+		ratio(anon, one.rssParts[0].anonPeak), anon, one.rssParts[0].anonPeak, file, one.rssParts[0].file)
 }
 
 // steadyTotal is the requests per minute of every replica of run at steady state
