@@ -70,8 +70,9 @@ func procStatus(pid string) map[string]float64 {
 type rssParts struct {
 	// anonPeak is the largest RssAnon sampled during the phase.
 	anonPeak float64
-	// file is RssFile at the end of the phase: the pages of the executable that were
-	// read (its code, function tables and read-only data), which do not grow with the
+	// file is RssFile at the end of the phase: file-backed pages, nearly all of them the
+	// executable's that were read (its code, function tables and read-only data; the C
+	// library is about 1 MiB when the binary links it), which do not grow with the
 	// workspaces served and are the same in every replica.
 	file float64
 }
