@@ -36,6 +36,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/ops"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/providerconfig"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/restmapping"
 	"github.com/openmcp-project/kcp-serviceprovider/migration"
 	"github.com/openmcp-project/kcp-serviceprovider/onboarding"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
@@ -461,7 +462,11 @@ func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, tenancy engine.Tenancy
 		// The writer's reads bypass the cache: a provider reads back its own child
 		// objects (a HelmRelease's status), and a cache would watch every one of them
 		// on the platform.
-		direct, err := engine.DirectClient(mgr.GetLocalManager(), r.decl.scheme)
+		// Its REST mappings follow the platform (package restmapping): a provider
+		// that installs a CRD there, or removes one, is answered as a fresh client
+		// would be.
+		local := mgr.GetLocalManager()
+		direct, err := restmapping.NewClient(local.GetConfig(), local.GetHTTPClient(), r.decl.scheme, restmapping.Options{})
 		if err != nil {
 			return eopts, fmt.Errorf("platform writer: %w", err)
 		}

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -31,13 +32,13 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/workspaces"
 )
 
-// Timeouts of the kit's waits: generous for two cores, and still a failure, never a
-// hang, when the runtime does not get there.
-const (
-	readyTimeout   = 2 * time.Minute
-	deleteTimeout  = 2 * time.Minute
-	leftoverWindow = time.Minute
-)
+// DefaultWaitTimeout bounds each of the kit's waits unless Options.WaitTimeout says
+// otherwise: generous for two cores, and still a failure, never a hang, when the
+// runtime does not get there.
+const DefaultWaitTimeout = 2 * time.Minute
+
+// waitTimeout is Options.WaitTimeout or its default.
+func (e *Env) waitTimeout() time.Duration { return cmp.Or(e.opts.WaitTimeout, DefaultWaitTimeout) }
 
 // Tenant is one tenant of the provider: a kcp workspace bound to its APIExport, or a
 // ControlPlane on the platform with its namespace on the onboarding cluster.
@@ -139,7 +140,7 @@ func (tn *Tenant) WaitReady(t *testing.T, obj client.Object) {
 func (tn *Tenant) WaitCondition(t *testing.T, obj client.Object, cond string, status metav1.ConditionStatus, reason string) {
 	t.Helper()
 	key := client.ObjectKeyFromObject(obj)
-	harness.Eventually(t.Context(), t, readyTimeout, fmt.Sprintf("%s %s=%s %s", describe(tn, obj), cond, status, reason), func(ctx context.Context) error {
+	harness.Eventually(t.Context(), t, tn.env.waitTimeout(), fmt.Sprintf("%s %s=%s %s", describe(tn, obj), cond, status, reason), func(ctx context.Context) error {
 		u, err := tn.get(ctx, obj, key)
 		if err != nil {
 			return err
@@ -172,7 +173,9 @@ func (tn *Tenant) get(ctx context.Context, obj client.Object, key client.ObjectK
 // AccessRequest on the platform cluster, none of the credentials granted for them on
 // the workload and end-user clusters, and in kcp mode none of the ServiceAccounts and
 // RBAC the runtime labels as its own in the workspace. What the provider itself
-// installed is the provider's to assert.
+// installed is the provider's to assert. Each wait takes at most Options.WaitTimeout;
+// a failure says where the object stands (finalizers, Ready condition) and what of
+// the runtime's is left.
 func (tn *Tenant) DeleteAndExpectNoLeftovers(t *testing.T, obj client.Object) {
 	t.Helper()
 	ctx := t.Context()
@@ -186,15 +189,52 @@ func (tn *Tenant) DeleteAndExpectNoLeftovers(t *testing.T, obj client.Object) {
 			t.Fatalf("before deleting %s the leftover check sees no %q, so it would prove nothing; it sees: %s", describe(tn, obj), want, before)
 		}
 	}
-	if err := localenv.DeleteAndWait(ctx, tn.Client, obj, deleteTimeout); err != nil {
-		t.Fatal(err)
+	if err := tn.Client.Delete(ctx, obj); err != nil {
+		t.Fatalf("deleting %s: %v", describe(tn, obj), err)
 	}
-	harness.Eventually(ctx, t, leftoverWindow, "nothing of the runtime's left for tenant "+tn.Name, func(ctx context.Context) error {
+	key := client.ObjectKeyFromObject(obj)
+	get := func(ctx context.Context) (*unstructured.Unstructured, error) { return tn.get(ctx, obj, key) }
+	if err := waitGone(ctx, tn.env.waitTimeout(), describe(tn, obj), get); err != nil {
+		t.Fatalf("%v; of the runtime's for the tenant: %s", err, orNothing(tn.leftovers(context.WithoutCancel(ctx), ids)))
+	}
+	harness.Eventually(ctx, t, tn.env.waitTimeout(), "nothing of the runtime's left for tenant "+tn.Name, func(ctx context.Context) error {
 		if left := tn.leftovers(ctx, ids); len(left) > 0 {
 			return fmt.Errorf("left: %s", strings.Join(left, ", "))
 		}
 		return nil
 	})
+}
+
+// waitGone waits until get answers NotFound; the error says where the object stood
+// when the wait ended.
+func waitGone(ctx context.Context, timeout time.Duration, what string, get func(context.Context) (*unstructured.Unstructured, error)) error {
+	return localenv.Poll(ctx, timeout, what+" gone", func(ctx context.Context) error {
+		u, err := get(ctx)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return fmt.Errorf("still there? %w", err)
+		}
+		return fmt.Errorf("still there: %s", describeState(u))
+	})
+}
+
+// describeState says where an object stands, for a failed wait: its finalizers,
+// whether its deletion was requested, and its Ready condition.
+func describeState(u *unstructured.Unstructured) string {
+	state := fmt.Sprintf("generation %d, finalizers %v", u.GetGeneration(), u.GetFinalizers())
+	if ts := u.GetDeletionTimestamp(); ts != nil {
+		state += ", deletion requested " + ts.UTC().Format(time.RFC3339)
+	}
+	return state + ", " + describeCondition(findCondition(u, v1alpha1.ConditionReady), v1alpha1.ConditionReady)
+}
+
+func orNothing(items []string) string {
+	if len(items) == 0 {
+		return "nothing left"
+	}
+	return strings.Join(items, ", ")
 }
 
 // expectedBeforeDeletion are what leftovers must name while the object is served.

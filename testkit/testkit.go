@@ -57,6 +57,10 @@ type Options struct {
 	// into the same namespace of their end-user cluster do not meet there. Env.MCP is
 	// the first.
 	MCPClusters int
+	// WaitTimeout bounds each of the kit's waits for the runtime: WaitReady,
+	// WaitCondition, and each half of DeleteAndExpectNoLeftovers (the object gone,
+	// then nothing of the runtime's left). Default DefaultWaitTimeout.
+	WaitTimeout time.Duration
 	// Runtime tunes the runtime (Platform, Onboarding and Namespace are the kit's).
 	// RetryInterval defaults to one second, SweepInterval to five, so that a test
 	// does not wait on the production safety nets.

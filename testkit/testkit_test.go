@@ -2,8 +2,14 @@ package testkit
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
@@ -31,5 +37,42 @@ func TestProviderOfAProviderWithoutCommand(t *testing.T) {
 	rt, err := p.NewRuntime(p.Name, s.KCP)
 	if err != nil || rt.(startedRuntime).kcp == nil {
 		t.Errorf("runtime %v, %v: want one with the kit's kcp surface", rt, err)
+	}
+}
+
+// TestWaitGoneSaysWhereTheObjectStands: a deletion that does not finish fails with
+// the object's finalizers and Ready condition, not with the error of the read that
+// the wait's own deadline cut short.
+func TestWaitGoneSaysWhereTheObjectStands(t *testing.T) {
+	u := &unstructured.Unstructured{}
+	u.SetFinalizers([]string{"echo.open-control-plane.io/finalizer"})
+	u.SetDeletionTimestamp(&metav1.Time{Time: time.Unix(0, 0)})
+	_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{
+		"type": "Ready", "status": "False", "reason": "Deleting", "message": "waiting for the tenant's HelmReleases", "lastTransitionTime": "2026-01-01T00:00:00Z",
+	}}, "status", "conditions")
+	get := func(ctx context.Context) (*unstructured.Unstructured, error) {
+		// A read that outlives the wait fails as a rate-limited client's does.
+		<-ctx.Done()
+		return nil, fmt.Errorf("client rate limiter Wait returned an error: %w", ctx.Err())
+	}
+	first := true
+	err := waitGone(t.Context(), 500*time.Millisecond, "Echo default/demo", func(ctx context.Context) (*unstructured.Unstructured, error) {
+		if first {
+			first = false
+			return u, nil
+		}
+		return get(ctx)
+	})
+	if err == nil {
+		t.Fatal("an object that stays reported gone")
+	}
+	for _, want := range []string{"Echo default/demo gone", "finalizers [echo.open-control-plane.io/finalizer]", "deletion requested 1970-01-01T00:00:00Z",
+		"Ready=False, reason Deleting: waiting for the tenant's HelmReleases"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the failure does not say %q: %v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "rate limiter") {
+		t.Errorf("the failure quotes the read its own deadline cut short: %v", err)
 	}
 }

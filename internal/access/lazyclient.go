@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	"github.com/openmcp-project/kcp-serviceprovider/internal/restmapping"
 )
 
 // lazyClient is a client that is built on its first use. The runtime keeps an Access
@@ -30,8 +32,10 @@ type lazyClient struct {
 
 var _ client.Client = &lazyClient{}
 
-// newLazyClient defers client.New on cfg. The HTTP client is built at once, so that a
-// kubeconfig the transport cannot use is refused where it is read.
+// newLazyClient defers building the client of cfg. The HTTP client is built at once,
+// so that a kubeconfig the transport cannot use is refused where it is read. Its REST
+// mappings follow the cluster (package restmapping): the client lives as long as the
+// grant, while the kinds the cluster serves come and go.
 func newLazyClient(cfg *rest.Config, scheme *runtime.Scheme) (*lazyClient, error) {
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
@@ -41,7 +45,7 @@ func newLazyClient(cfg *rest.Config, scheme *runtime.Scheme) (*lazyClient, error
 		scheme = clientgoscheme.Scheme // client.New's default
 	}
 	return &lazyClient{scheme: scheme, build: func() (client.Client, error) {
-		return client.New(cfg, client.Options{Scheme: scheme, HTTPClient: hc})
+		return restmapping.NewClient(cfg, hc, scheme, restmapping.Options{})
 	}}, nil
 }
 

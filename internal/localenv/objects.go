@@ -21,11 +21,17 @@ const PollInterval = 200 * time.Millisecond
 
 // Poll calls cond every PollInterval until it returns nil, or timeout (or ctx) runs
 // out; the error then names what was waited for and carries cond's last error, which
-// says why not.
+// says why not. A call of cond cut short by the poll's own end (its requests fail
+// with "client rate limiter Wait ... context deadline exceeded") says nothing of the
+// object: the answer before it is kept.
 func Poll(ctx context.Context, timeout time.Duration, what string, cond func(context.Context) error) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, PollInterval, timeout, true, func(ctx context.Context) (bool, error) {
-		last = cond(ctx)
+		err := cond(ctx)
+		if err != nil && ctx.Err() != nil && last != nil {
+			return false, nil
+		}
+		last = err
 		return last == nil, nil
 	})
 	if err != nil {
