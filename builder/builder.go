@@ -71,7 +71,13 @@ func (b *Builder[T]) WorkloadCluster(perms workload.Permissions) *Builder[T] {
 
 // MCPPermissions declares what the provider needs on the end-user cluster, and, unless
 // WorkerMCPPermissions declares the worker's apart, what the kubeconfig it hands its
-// worker may do there.
+// worker may do there. Standard mode asks the platform for exactly this (an
+// AccessRequest). In kcp mode the rules go into a ClusterRole in each workspace and
+// each RoleRef of kind ClusterRole becomes a binding to that role of the workspace
+// (cluster-admin, say); a tenant whose workspace lacks the role waits with
+// ClusterRoleMissing. A workspace credential is cluster-wide, so Complete refuses a
+// provider with KCP whose rules name a namespace or whose RoleRefs name a Role, rather
+// than widen them.
 func (b *Builder[T]) MCPPermissions(perms workload.Permissions) *Builder[T] {
 	b.mcpPerms = perms
 	return b
@@ -202,6 +208,16 @@ func (b *Builder[T]) Complete(r provider.Reconciler[T]) (*Runtime[T], error) {
 		// kcp workspaces have no compute: a provider whose worker runs on the end-user
 		// cluster (the classic pattern) cannot serve them.
 		errs = append(errs, errors.New("kcp mode needs WorkloadCluster: workspaces cannot run workers"))
+	}
+	if b.kcp != nil {
+		if err := kcpExpressible("MCPPermissions", b.mcpPerms); err != nil {
+			errs = append(errs, err)
+		}
+		if b.workerPerms != nil {
+			if err := kcpExpressible("WorkerMCPPermissions", *b.workerPerms); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("service provider %q: %w", b.name, errors.Join(errs...))

@@ -5,7 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	commonapi "github.com/openmcp-project/openmcp-operator/api/common"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -27,9 +30,9 @@ func (c *plainConfig) DeepCopyObject() runtime.Object {
 	return &out
 }
 
-// Declaring kcp mode with a ProviderConfig that cannot carry spec.kcp is refused:
-// otherwise kcp mode would silently never start.
-func TestCompleteRefusesKCPWithoutSpecKCP(t *testing.T) {
+// widgetDeclaration is the widget's scheme and Service API CRD.
+func widgetDeclaration(t *testing.T) (*runtime.Scheme, *apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
 	s := runtime.NewScheme()
 	if err := widget.AddToScheme(s); err != nil {
 		t.Fatal(err)
@@ -38,7 +41,14 @@ func TestCompleteRefusesKCPWithoutSpecKCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = builder.ServiceProvider[*widget.Widget]("widgets", s).
+	return s, widgetCRD
+}
+
+// Declaring kcp mode with a ProviderConfig that cannot carry spec.kcp is refused:
+// otherwise kcp mode would silently never start.
+func TestCompleteRefusesKCPWithoutSpecKCP(t *testing.T) {
+	s, widgetCRD := widgetDeclaration(t)
+	_, err := builder.ServiceProvider[*widget.Widget]("widgets", s).
 		For(&widget.Widget{}).WithProviderConfig(&plainConfig{}).
 		WorkloadCluster(workload.Permissions{}).
 		KCP(apiexport.FromCRD("widgets", widgetCRD)).
@@ -60,14 +70,7 @@ func TestCompleteRefusesKCPWithoutSpecKCP(t *testing.T) {
 // Secrets the runtime writes the workspace kubeconfigs into; nothing for a provider
 // that declared nothing.
 func TestPlatformRulesAreWhatIsDeclared(t *testing.T) {
-	s := runtime.NewScheme()
-	if err := widget.AddToScheme(s); err != nil {
-		t.Fatal(err)
-	}
-	widgetCRD, _, err := widget.CRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, widgetCRD := widgetDeclaration(t)
 	declared := []rbacv1.PolicyRule{{APIGroups: []string{"helm.toolkit.fluxcd.io"}, Resources: []string{"helmreleases"}, Verbs: []string{"get", "create", "delete"}}}
 	newRuntime := func(kcp bool, rules ...rbacv1.PolicyRule) *builder.Runtime[*widget.Widget] {
 		b := builder.ServiceProvider[*widget.Widget]("widgets", s).
@@ -93,7 +96,7 @@ func TestPlatformRulesAreWhatIsDeclared(t *testing.T) {
 	if got := newRuntime(true).PlatformRules(); got != nil {
 		t.Errorf("nothing declared: rules = %v, want none", got)
 	}
-	_, err = builder.ServiceProvider[*widget.Widget]("widgets", s).
+	_, err := builder.ServiceProvider[*widget.Widget]("widgets", s).
 		For(&widget.Widget{}).WithProviderConfig(&widget.WidgetConfig{}).
 		PlatformPermissions(rbacv1.PolicyRule{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}).
 		Complete(widget.Provider{})
@@ -128,5 +131,46 @@ func TestAdditionalClusterDeclarations(t *testing.T) {
 	if _, err := builder.ServiceProvider[*widget.Widget]("widgets", s).For(&widget.Widget{}).WithProviderConfig(&widget.WidgetConfig{}).
 		AdditionalCluster("backup", builder.AdditionalCluster[*widget.Widget]{}).Complete(widget.Provider{}); err == nil {
 		t.Error("a further cluster without purpose or spec accepted")
+	}
+}
+
+// kcp mode carries ClusterRole RoleRefs and refuses what a workspace credential cannot
+// keep as declared: rules for a namespace and Roles, which would become cluster-wide.
+func TestCompleteRefusesPermissionsKCPCannotScope(t *testing.T) {
+	s, widgetCRD := widgetDeclaration(t)
+	configmaps := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}
+	complete := func(mcp workload.Permissions, worker *workload.Permissions, kcp bool) error {
+		b := builder.ServiceProvider[*widget.Widget]("widgets", s).
+			For(&widget.Widget{}).WithProviderConfig(&widget.WidgetConfig{}).
+			WorkloadCluster(workload.Permissions{}).MCPPermissions(mcp)
+		if worker != nil {
+			b = b.WorkerMCPPermissions(*worker)
+		}
+		if kcp {
+			b = b.KCP(apiexport.FromCRD("widgets", widgetCRD))
+		}
+		_, err := b.Complete(widget.Provider{})
+		return err
+	}
+	clusterAdmin := workload.Permissions{RoleRefs: []commonapi.RoleRef{{Kind: "ClusterRole", Name: "cluster-admin"}}}
+	if err := complete(clusterAdmin, &clusterAdmin, true); err != nil {
+		t.Errorf("ClusterRole refs with KCP: %v", err)
+	}
+	namespaced := workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Namespace: "team", Rules: configmaps}}}
+	role := workload.Permissions{RoleRefs: []commonapi.RoleRef{{Kind: "Role", Namespace: "team", Name: "editor"}}}
+	for name, c := range map[string]struct {
+		mcp    workload.Permissions
+		worker *workload.Permissions
+		want   string
+	}{
+		"rules for a namespace": {mcp: namespaced, want: `MCPPermissions: kcp mode grants rules cluster-wide in the workspace; the rules for namespace "team"`},
+		"a Role":                {mcp: clusterAdmin, worker: &role, want: "WorkerMCPPermissions: kcp mode binds ClusterRoles only; the Role team/editor"},
+	} {
+		if err := complete(c.mcp, c.worker, true); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s with KCP: %v, want %q", name, err, c.want)
+		}
+		if err := complete(c.mcp, c.worker, false); err != nil {
+			t.Errorf("%s without KCP (standard mode's AccessRequest carries it): %v", name, err)
+		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -67,13 +66,14 @@ func kcpChecks(sup *kcpmode.Supervisor) (live, ready map[string]healthz.Checker)
 // objects of every workspace bound to the APIExport, served through its virtual
 // workspace.
 func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.Manager, error) {
-	var workerRules []rbacv1.PolicyRule
+	var workerRights *workspaces.Rights
 	if r.decl.workerPerms != nil {
-		workerRules = policyRules(*r.decl.workerPerms)
+		w := workspaceRights(*r.decl.workerPerms)
+		workerRights = &w
 	}
 	mode, err := workspaces.NewMode[T](c, workspaces.ModeOptions[T]{
 		Name: r.decl.name, Scheme: r.decl.scheme, NewObject: r.decl.newObject, NewList: r.decl.newList, Kind: r.decl.gvk.Kind,
-		Rules: policyRules(r.decl.mcpPerms), WorkerRules: workerRules,
+		Rights: workspaceRights(r.decl.mcpPerms), WorkerRights: workerRights,
 		Tune: opts.tune, RetryInterval: opts.RetryInterval, FieldOwner: fieldOwner(opts.Replica),
 	})
 	if err != nil {
@@ -181,12 +181,35 @@ func (r *Runtime[T]) replicas(opts Options, shards sharding.Shards) (*sharding.R
 	}), nil
 }
 
-// policyRules turns the declared end-user permissions into the workspace ClusterRole's
-// rules.
-func policyRules(p workload.Permissions) []rbacv1.PolicyRule {
-	var rules []rbacv1.PolicyRule
+// workspaceRights turns declared end-user permissions into a workspace credential's
+// rights: the rules into the runtime's ClusterRole, the ClusterRole refs into bindings
+// to the workspace's roles. Complete refused what a workspace credential cannot carry
+// (kcpExpressible).
+func workspaceRights(p workload.Permissions) workspaces.Rights {
+	var rights workspaces.Rights
 	for _, pr := range p.Rules {
-		rules = append(rules, pr.Rules...)
+		rights.Rules = append(rights.Rules, pr.Rules...)
 	}
-	return rules
+	for _, ref := range p.RoleRefs {
+		rights.ClusterRoles = append(rights.ClusterRoles, ref.Name)
+	}
+	return rights
+}
+
+// kcpExpressible says why kcp mode cannot give a workspace credential what p declares,
+// or nil. The runtime's claims reach ClusterRoles and ClusterRoleBindings only: a
+// rule or role scoped to a namespace would become cluster-wide there, widening what the
+// tenant granted, so it is refused rather than dropped or widened.
+func kcpExpressible(what string, p workload.Permissions) error {
+	for _, pr := range p.Rules {
+		if pr.Namespace != "" {
+			return fmt.Errorf("%s: kcp mode grants rules cluster-wide in the workspace; the rules for namespace %q cannot be kept namespaced there (declare them without a namespace, or leave kcp mode out)", what, pr.Namespace)
+		}
+	}
+	for _, ref := range p.RoleRefs {
+		if ref.Kind != "ClusterRole" || ref.Namespace != "" {
+			return fmt.Errorf("%s: kcp mode binds ClusterRoles only; the %s %s/%s cannot be bound in a workspace", what, ref.Kind, ref.Namespace, ref.Name)
+		}
+	}
+	return nil
 }

@@ -50,16 +50,15 @@ func (m *Minter) differs(entry cacheEntry, obj client.Object, deleted bool) bool
 		}
 		return deleted || o.AggregationRule != nil || !equality.Semantic.DeepEqual(o.Rules, want.Rules)
 	case *rbacv1.ClusterRoleBinding:
-		var subjects []rbacv1.Subject
-		switch o.Name {
-		case m.requesterName():
-			subjects = entry.subjects
-		case m.workloadName():
-			subjects = m.workloadSubjects()
-		default:
+		role, ok := m.roleOfBinding(o.Name)
+		if !ok {
 			return false
 		}
-		roleRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: o.Name}
+		subjects := m.workloadSubjects()
+		if o.Name == m.requesterName() {
+			subjects = entry.subjects
+		}
+		roleRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}
 		return deleted || o.RoleRef != roleRef || subjects != nil && !equality.Semantic.DeepEqual(o.Subjects, subjects)
 	}
 	return false

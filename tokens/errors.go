@@ -128,3 +128,17 @@ func (e *NotManagedError) Error() string {
 	return fmt.Sprintf("%s %s exists in this workspace without the label %s, so the runtime can neither see nor manage it: delete it (the runtime then creates its own), or label it %s to hand it to the runtime",
 		e.Resource.String(), e.Name, formatLabels(e.Labels), formatLabels(e.Labels))
 }
+
+// MissingClusterRoleError says that a ClusterRole the provider binds its credential to
+// (a RoleRef of its declared permissions) does not exist in the tenant workspace. A
+// workspace has only the roles kcp puts there and those its owner creates; the
+// tenant creates it, or the provider declares rules instead.
+type MissingClusterRoleError struct {
+	// Role is the ClusterRole's name.
+	Role string
+}
+
+// Error names the role and what to do about it.
+func (e *MissingClusterRoleError) Error() string {
+	return fmt.Sprintf("the provider binds its credential to the ClusterRole %s, which does not exist in this workspace: create it, or ask the provider to declare rules instead", e.Role)
+}

@@ -48,6 +48,11 @@ type Options struct {
 	// Rules is what the workload may do in its tenant workspace, as the provider
 	// declares it. They are granted through a ClusterRole.
 	Rules []rbacv1.PolicyRule
+	// ClusterRoles are ClusterRoles of the workspace the workload is bound to as well
+	// (the provider's RoleRefs, e.g. cluster-admin): one ClusterRoleBinding
+	// "<workload>-<role>" each. The Minter creates no such role: one that does not
+	// exist in the workspace fails Ensure with a *MissingClusterRoleError.
+	ClusterRoles []string
 	// TTL is the requested token lifetime (at least 10 minutes, Kubernetes' minimum).
 	// Default 1 hour. kcp may shorten it; ExpiresAt reports what it granted.
 	TTL time.Duration

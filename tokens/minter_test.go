@@ -765,3 +765,85 @@ func widgetCRD() *apiextensionsv1.CustomResourceDefinition {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestMinterBindsDeclaredClusterRoles: the provider's RoleRefs become bindings of the
+// workload to the workspace's own ClusterRoles. A role the workspace lacks is named in
+// a *MissingClusterRoleError and nothing is bound to it; once the tenant creates it,
+// the credential has its rights; Remove deletes the binding and leaves the role.
+func TestMinterBindsDeclaredClusterRoles(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	e := setup(ctx, t)
+	a := e.tenant(ctx, t, "tenant-a", nil)
+	e.vwURL = e.k.VirtualWorkspaceURLs(ctx, t, e.providerPath, exportName)[0]
+	direct, _ := e.directConfig(ctx, t)
+	m := tokens.New(tokens.Options{Direct: direct, ProviderName: "widgets", Rules: workloadRules,
+		ClusterRoles: []string{"configmap-admin"}, Labels: map[string]string{managedBy: "widgets"}})
+	wsA, _ := e.vwClient(t, a.lc, e.runtimeToken(ctx, t))
+	admin := e.k.ClientFor(t, a.path)
+	binding := client.ObjectKey{Name: "widgets-workload-configmap-admin"}
+
+	_, err := m.Ensure(ctx, wsA, a.lc)
+	var missing *tokens.MissingClusterRoleError
+	if !errors.As(err, &missing) || missing.Role != "configmap-admin" || !strings.Contains(err.Error(), "ClusterRole configmap-admin") {
+		t.Fatalf("Ensure without the role: %v, want a MissingClusterRoleError naming configmap-admin", err)
+	}
+	if err := admin.Get(ctx, binding, &rbacv1.ClusterRoleBinding{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a binding to the missing role: %v, want none", err)
+	}
+
+	if err := admin.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "configmap-admin"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	cred, err := m.Ensure(ctx, wsA, a.lc)
+	if err != nil {
+		t.Fatalf("Ensure with the role: %v", err)
+	}
+	crb := &rbacv1.ClusterRoleBinding{}
+	if err := admin.Get(ctx, binding, crb); err != nil {
+		t.Fatalf("the binding to the declared role: %v", err)
+	}
+	sa := m.ServiceAccount()
+	if crb.RoleRef.Name != "configmap-admin" || len(crb.Subjects) != 1 || crb.Subjects[0].Name != sa.Name || crb.Labels[managedBy] != "widgets" {
+		t.Errorf("binding %s: roleRef %s, subjects %+v, labels %v", binding.Name, crb.RoleRef.Name, crb.Subjects, crb.Labels)
+	}
+	// The role's rights reach the credential (kcp's authorizer may take a moment).
+	cs := clientset(t, restConfigFrom(t, cred.Kubeconfig))
+	harness.Eventually(ctx, t, 30*time.Second, "the workload creates a ConfigMap through the declared role", func(ctx context.Context) error {
+		_, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "through-role"}}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+
+	if r, err := m.Remove(ctx, wsA, a.lc); err != nil || !r.Done() || len(r.Left) != 0 {
+		t.Fatalf("Remove: %+v, %v", r, err)
+	}
+	if err := admin.Get(ctx, binding, &rbacv1.ClusterRoleBinding{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the binding after Remove: %v, want gone", err)
+	}
+	if err := admin.Get(ctx, client.ObjectKey{Name: "configmap-admin"}, &rbacv1.ClusterRole{}); err != nil {
+		t.Errorf("the workspace's own role after Remove: %v, want kept", err)
+	}
+
+	// A tenant accepting the claims only for the runtime's labelled objects hides its
+	// own roles from the runtime: the role is found all the same, and bound.
+	b := e.tenantWithSelector(ctx, t, "tenant-b", nil, apisv1alpha2.PermissionClaimSelector{
+		LabelSelector: metav1.LabelSelector{MatchLabels: map[string]string{managedBy: "widgets"}}})
+	adminB := e.k.ClientFor(t, b.path)
+	if err := adminB.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "configmap-admin"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	wsB, _ := e.vwClient(t, b.lc, e.runtimeToken(ctx, t))
+	if _, err := m.Ensure(ctx, wsB, b.lc); err != nil {
+		t.Fatalf("Ensure where the claims hide the role: %v", err)
+	}
+	if err := adminB.Get(ctx, binding, &rbacv1.ClusterRoleBinding{}); err != nil {
+		t.Errorf("the binding where the claims hide the role: %v", err)
+	}
+}

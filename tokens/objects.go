@@ -26,6 +26,7 @@ import (
 // kcp's authorizer has seen that binding, and the three writes after it give it that
 // time (written last, refusals were measurable: docs/design/measured.md).
 func (m *Minter) ensureObjects(ctx context.Context, ws client.Client, cluster logicalcluster.Name, runtimeSubjects []rbacv1.Subject) (types.UID, []string, error) {
+	live := ws
 	ws = m.cachedFirst(ws, cluster)
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: m.opts.ServiceAccount.Namespace, Name: m.opts.ServiceAccount.Name}}
 	changes, err := m.ensurePair(ctx, ws, m.requesterRole(), runtimeSubjects)
@@ -43,7 +44,49 @@ func (m *Minter) ensureObjects(ctx context.Context, ws client.Client, cluster lo
 	if err != nil {
 		return "", nil, err
 	}
-	return sa.UID, append(changes, more...), nil
+	changes = append(changes, more...)
+	for _, role := range m.opts.ClusterRoles {
+		// The role is the workspace's, not the Minter's: it carries no label the
+		// cache watches, so it is read from the server; and a claim narrowed to the
+		// Minter's labels hides it, which only a dry-run create tells from absence.
+		cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role}}
+		if err := live.Get(ctx, client.ObjectKey{Name: role}, cr); err != nil {
+			if !apierrors.IsNotFound(err) || isResourceNotServed(err) {
+				return "", nil, classify(ctx, live, grClusterRoles, "get", fmt.Errorf("reading ClusterRole %s: %w", role, err))
+			}
+			if !m.hidden(ctx, live, cr) {
+				return "", nil, &MissingClusterRoleError{Role: role}
+			}
+		}
+		name := m.roleRefBindingName(role)
+		c, err := m.ensureBinding(ctx, ws, name, role, m.workloadSubjects())
+		if err != nil {
+			return "", nil, err
+		}
+		changes = c.describe(changes, "ClusterRoleBinding", name)
+	}
+	return sa.UID, changes, nil
+}
+
+// roleRefBindingName names the binding of the workload to the workspace's ClusterRole
+// role (Options.ClusterRoles).
+func (m *Minter) roleRefBindingName(role string) string {
+	return m.workloadName() + "-" + role
+}
+
+// roleOfBinding is the ClusterRole the Minter's binding name refers to; ok is false for
+// a name that is none of its bindings.
+func (m *Minter) roleOfBinding(name string) (role string, ok bool) {
+	switch name {
+	case m.requesterName(), m.workloadName():
+		return name, true
+	}
+	for _, r := range m.opts.ClusterRoles {
+		if name == m.roleRefBindingName(r) {
+			return r, true
+		}
+	}
+	return "", false
 }
 
 // requesterRole lets the runtime request the workload account's tokens, and nothing
@@ -85,7 +128,7 @@ func (m *Minter) ensurePair(ctx context.Context, ws client.Client, role *rbacv1.
 	if err != nil {
 		return nil, err
 	}
-	bindingChange, err := m.ensureBinding(ctx, ws, role.Name, subjects)
+	bindingChange, err := m.ensureBinding(ctx, ws, role.Name, role.Name, subjects)
 	if err != nil {
 		return nil, err
 	}
@@ -101,10 +144,10 @@ var (
 	conflictBackoff = wait.Backoff{Steps: 6, Duration: 20 * time.Millisecond, Factor: 2, Jitter: 0.5}
 )
 
-// ensureBinding makes the ClusterRoleBinding name bind the ClusterRole name to
+// ensureBinding makes the ClusterRoleBinding name bind the ClusterRole role to
 // subjects. A binding with another roleRef (immutable) is deleted and recreated.
-func (m *Minter) ensureBinding(ctx context.Context, ws client.Client, name string, subjects []rbacv1.Subject) (change, error) {
-	roleRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}
+func (m *Minter) ensureBinding(ctx context.Context, ws client.Client, name, role string, subjects []rbacv1.Subject) (change, error) {
+	roleRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}
 	b := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: roleRef, Subjects: subjects}
 	c, err := upsert(ctx, ws, grClusterRoleBindings, b, func(have *rbacv1.ClusterRoleBinding) bool {
 		if have.RoleRef != roleRef {

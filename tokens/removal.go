@@ -141,16 +141,15 @@ func (m *Minter) Remove(ctx context.Context, ws client.Client, cluster logicalcl
 	}
 	m.Forget(cluster)
 	sa := m.opts.ServiceAccount
-	objs := []struct {
-		kind string
-		gr   schema.GroupResource
-		obj  client.Object
-	}{
+	objs := []removable{
 		{"ServiceAccount", grServiceAccounts, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: sa.Namespace, Name: sa.Name}}},
 		{"ClusterRoleBinding", grClusterRoleBindings, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: m.requesterName()}}},
 		{"ClusterRoleBinding", grClusterRoleBindings, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: m.workloadName()}}},
 		{"ClusterRole", grClusterRoles, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: m.requesterName()}}},
 		{"ClusterRole", grClusterRoles, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: m.workloadName()}}},
+	}
+	for _, role := range m.opts.ClusterRoles {
+		objs = append(objs, removable{"ClusterRoleBinding", grClusterRoleBindings, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: m.roleRefBindingName(role)}}})
 	}
 	r := Removal{labels: m.opts.Labels}
 	for i, o := range objs {
@@ -181,6 +180,13 @@ func (m *Minter) Remove(ctx context.Context, ws client.Client, cluster logicalcl
 	return r, nil
 }
 
+// removable is one object Remove deletes.
+type removable struct {
+	kind string
+	gr   schema.GroupResource
+	obj  client.Object
+}
+
 // hidden says whether obj, which a delete through the virtual workspace did not find,
 // exists all the same: a dry-run create of it (with the Minter's labels, so a claim
 // narrowed to them allows it) answers AlreadyExists. Nothing is created. Any other
@@ -189,7 +195,8 @@ func (m *Minter) hidden(ctx context.Context, ws client.Client, obj client.Object
 	probe := obj.DeepCopyObject().(client.Object)
 	probe.SetLabels(maps.Clone(m.opts.Labels))
 	if crb, ok := probe.(*rbacv1.ClusterRoleBinding); ok {
-		crb.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: crb.Name}
+		role, _ := m.roleOfBinding(crb.Name)
+		crb.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}
 	}
 	return apierrors.IsAlreadyExists(ws.Create(ctx, probe, client.DryRunAll))
 }

@@ -33,15 +33,25 @@ type ModeOptions[T provider.Object] struct {
 	NewObject func() T
 	NewList   func() client.ObjectList
 	Kind      string
-	// Rules are the provider's rights in each workspace; WorkerRules, when set, the
+	// Rights are the provider's rights in each workspace; WorkerRights, when set, the
 	// worker's apart ("<name>-worker").
-	Rules       []rbacv1.PolicyRule
-	WorkerRules []rbacv1.PolicyRule
+	Rights       Rights
+	WorkerRights *Rights
 	// Tune, RetryInterval and FieldOwner are the runtime's client tuning, the wait
 	// while a workspace refuses, and the field manager of its writes.
 	Tune          func(*rest.Config)
 	RetryInterval time.Duration
 	FieldOwner    string
+}
+
+// Rights are what one credential may do in each workspace.
+type Rights struct {
+	// Rules are granted through a ClusterRole the runtime keeps.
+	Rules []rbacv1.PolicyRule
+	// ClusterRoles are ClusterRoles of the workspace the credential is bound to as
+	// well (a declaration's RoleRefs, e.g. cluster-admin); a missing one keeps the
+	// tenant waiting with ClusterRoleMissing.
+	ClusterRoles []string
 }
 
 // Mode is kcp mode for one kcp connection, assembled: the builder mounts it on a
@@ -67,17 +77,17 @@ func NewMode[T provider.Object](c kcpmode.Connection, opts ModeOptions[T]) (*Mod
 	}
 	managedBy := map[string]string{apiexport.ManagedByLabel: opts.Name}
 	access := NewAccessWatch(opts.Scheme, managedBy)
-	newMinter := func(account string, rules []rbacv1.PolicyRule) *tokens.Minter {
+	newMinter := func(account string, rights Rights) *tokens.Minter {
 		return tokens.New(tokens.Options{
 			Direct: c.Direct, Identity: c.Identity, ProviderName: opts.Name, Account: account,
-			Rules: rules, Labels: managedBy, Observe: metrics.TokenObserver(opts.Name),
+			Rules: rights.Rules, ClusterRoles: rights.ClusterRoles, Labels: managedBy, Observe: metrics.TokenObserver(opts.Name),
 			Recheck: minterRecheck, Cache: access,
 		})
 	}
-	minters := []*tokens.Minter{newMinter("", opts.Rules)}
+	minters := []*tokens.Minter{newMinter("", opts.Rights)}
 	var workerMinter *tokens.Minter
-	if opts.WorkerRules != nil {
-		workerMinter = newMinter("worker", opts.WorkerRules)
+	if opts.WorkerRights != nil {
+		workerMinter = newMinter("worker", *opts.WorkerRights)
 		minters = append(minters, workerMinter)
 	}
 	access.ReportTo(minters...)

@@ -114,6 +114,10 @@ const (
 	// ReasonConflictingObject: an object of the name the runtime needs exists without
 	// the runtime's managed-by label; the message says what to do.
 	ReasonConflictingObject = "ConflictingObject"
+	// ReasonClusterRoleMissing (kcp mode): a ClusterRole the provider binds its
+	// credential to (a RoleRef of its declared permissions) does not exist in the
+	// workspace; the message names it. Served once it exists.
+	ReasonClusterRoleMissing = "ClusterRoleMissing"
 	// ReasonCleanupBlocked: deletion cannot finish removing what the runtime created
 	// (a permission claim was rejected, say); the message names what is left and how
 	// to let the runtime finish.
