@@ -51,16 +51,15 @@ type ServiceStatus struct {
 	// +optional
 	Identity string `json:"identity,omitempty"`
 
-	// The schema of Resources is an array of anything: a Service type may declare a
+	// The schema of Resources is anything, with no type: a Service type may declare a
 	// resources field of its own shape beside the embedded ServiceStatus (openMCP's
 	// providers do), which encoding/json takes instead of this one; controller-gen,
-	// which merges the two, then generates that type's items alone rather than a
-	// schema that requires both shapes (docs/design/status-resources.md).
+	// which merges the two, then generates that type's array and items alone rather
+	// than a schema that requires both shapes (docs/design/status-resources.md).
 
 	// Resources lists what the provider installed for this object.
 	// +optional
 	// +kubebuilder:validation:Schemaless
-	// +kubebuilder:validation:Type=array
 	// +kubebuilder:pruning:PreserveUnknownFields
 	Resources []ManagedResource `json:"resources,omitempty"`
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/test/ownresources"
+	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
@@ -28,8 +29,32 @@ func TestMain(m *testing.M) { harness.Main(m) }
 // mode's onboarding cluster), and round-trips an object with both.
 func TestGeneratedCRDOnAnAPIServer(t *testing.T) {
 	crd := gizmoCRD(t)
-	s := harness.StartAPIServer(t, harness.PurposeOnboarding, harness.WithCRDs(crd))
-	roundTrip(t, harness.NewClient(t, s.Config, scheme(t)))
+	widgetCRD, _, err := widget.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := harness.StartAPIServer(t, harness.PurposeOnboarding, harness.WithCRDs(crd, widgetCRD))
+	c := harness.NewClient(t, s.Config, scheme(t))
+	roundTrip(t, c)
+
+	// A type without resources of its own keeps the runtime's as written.
+	ctx := t.Context()
+	w := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "plain"}}
+	if err := c.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	want := []v1alpha1.ManagedResource{{Cluster: "workload", APIVersion: "v1", Kind: "ConfigMap", Namespace: "widget", Name: "widget"}}
+	w.Status.Resources = want
+	if err := c.Status().Update(ctx, w); err != nil {
+		t.Fatalf("writing the runtime's resources: %v", err)
+	}
+	got := &widget.Widget{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(w), got); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(got.Status.Resources, want) {
+		t.Errorf("the runtime's resources after a round trip: %+v, want %+v", got.Status.Resources, want)
+	}
 }
 
 // TestGeneratedCRDInAKCPWorkspace: kcp mode serves the same CRD into a tenant's
@@ -64,6 +89,9 @@ func gizmoCRD(t *testing.T) *apiextensionsv1.CustomResourceDefinition {
 func scheme(t *testing.T) *runtime.Scheme {
 	s := harness.Scheme()
 	if err := ownresources.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := widget.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
 	return s
