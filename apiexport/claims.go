@@ -39,17 +39,32 @@ var eventClaimVerbs = []string{"create", "patch"}
 // virtual workspace refuses the runtime's events without it; a tenant that does not
 // accept it loses the events, not the service.
 func RequiredPermissionClaims() []apisv1alpha2.PermissionClaim {
-	claim := func(group, resource string, verbs []string) apisv1alpha2.PermissionClaim {
-		return apisv1alpha2.PermissionClaim{
-			GroupResource: apisv1alpha2.GroupResource{Group: group, Resource: resource},
-			Verbs:         slices.Clone(verbs),
-		}
-	}
 	return []apisv1alpha2.PermissionClaim{
 		claim("", "serviceaccounts", requiredClaimVerbs),
 		claim("rbac.authorization.k8s.io", "clusterroles", requiredClaimVerbs),
 		claim("rbac.authorization.k8s.io", "clusterrolebindings", requiredClaimVerbs),
 		claim("events.k8s.io", "events", eventClaimVerbs),
+	}
+}
+
+// RoleClaims are the claims a provider needs besides RequiredPermissionClaims when it
+// declares permissions scoped to a namespace (rules for a namespace, Role refs):
+// rbac.authorization.k8s.io roles and rolebindings with the same verbs, so that the
+// runtime keeps those permissions in that namespace of each workspace instead of
+// widening them to the workspace. Only such a provider's export carries them: every
+// tenant of it accepts them, narrowed like the others to the runtime's label, and the
+// tenants of other providers are asked for nothing more. The result is a fresh copy.
+func RoleClaims() []apisv1alpha2.PermissionClaim {
+	return []apisv1alpha2.PermissionClaim{
+		claim("rbac.authorization.k8s.io", "roles", requiredClaimVerbs),
+		claim("rbac.authorization.k8s.io", "rolebindings", requiredClaimVerbs),
+	}
+}
+
+func claim(group, resource string, verbs []string) apisv1alpha2.PermissionClaim {
+	return apisv1alpha2.PermissionClaim{
+		GroupResource: apisv1alpha2.GroupResource{Group: group, Resource: resource},
+		Verbs:         slices.Clone(verbs),
 	}
 }
 
@@ -103,13 +118,14 @@ func unionVerbs(a, b []string) []string {
 const ManagedByLabel = "services.open-control-plane.io/managed-by"
 
 // AcceptedClaims are the claims of a tenant's APIBinding that lets provider serve it:
-// every RequiredPermissionClaims, accepted for the objects labelled
-// ManagedByLabel=provider only. config/kcp/tenant-apibinding.yaml says the same in YAML;
-// tooling that creates bindings (and this project's tests) uses this.
-func AcceptedClaims(provider string) []apisv1alpha2.AcceptablePermissionClaim {
+// every RequiredPermissionClaims and the export's further claims (RoleClaims, say),
+// accepted for the objects labelled ManagedByLabel=provider only.
+// config/kcp/tenant-apibinding.yaml says the same in YAML; tooling that creates
+// bindings (and this project's tests) uses this.
+func AcceptedClaims(provider string, further ...apisv1alpha2.PermissionClaim) []apisv1alpha2.AcceptablePermissionClaim {
 	selector := apisv1alpha2.PermissionClaimSelector{LabelSelector: metav1.LabelSelector{MatchLabels: map[string]string{ManagedByLabel: provider}}}
 	var out []apisv1alpha2.AcceptablePermissionClaim
-	for _, c := range RequiredPermissionClaims() {
+	for _, c := range mergeClaims(RequiredPermissionClaims(), further) {
 		out = append(out, apisv1alpha2.AcceptablePermissionClaim{
 			ScopedPermissionClaim: apisv1alpha2.ScopedPermissionClaim{PermissionClaim: c, Selector: selector},
 			State:                 apisv1alpha2.ClaimAccepted,

@@ -129,7 +129,7 @@ func Provision(ctx context.Context, c client.Client, s Surface, opts Options) (*
 		})
 	}
 
-	claims := mergeClaims(RequiredPermissionClaims(), s.PermissionClaims)
+	claims := s.Claims()
 	held, err := upsertExport(ctx, c, s.ExportName, resources, claims, s.CRDs, opts.AllowDowngrade)
 	if err != nil {
 		return nil, fmt.Errorf("provisioning APIExport %q: %w", s.ExportName, err)

@@ -32,6 +32,12 @@ type Surface struct {
 	WatchedGVK schema.GroupVersionKind
 }
 
+// Claims are the permission claims of the surface's export: RequiredPermissionClaims
+// merged with the provider's own.
+func (s Surface) Claims() []apisv1alpha2.PermissionClaim {
+	return mergeClaims(RequiredPermissionClaims(), s.PermissionClaims)
+}
+
 // SurfaceFunc adapts a function to [Provisionable].
 type SurfaceFunc func() (Surface, error)
 

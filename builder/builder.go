@@ -72,12 +72,13 @@ func (b *Builder[T]) WorkloadCluster(perms workload.Permissions) *Builder[T] {
 // MCPPermissions declares what the provider needs on the end-user cluster, and, unless
 // WorkerMCPPermissions declares the worker's apart, what the kubeconfig it hands its
 // worker may do there. Standard mode asks the platform for exactly this (an
-// AccessRequest). In kcp mode the rules go into a ClusterRole in each workspace and
-// each RoleRef of kind ClusterRole becomes a binding to that role of the workspace
-// (cluster-admin, say); a tenant whose workspace lacks the role waits with
-// ClusterRoleMissing. A workspace credential is cluster-wide, so Complete refuses a
-// provider with KCP whose rules name a namespace or whose RoleRefs name a Role, rather
-// than widen them.
+// AccessRequest). In kcp mode each workspace gets the same: the rules without a
+// namespace in a ClusterRole, those for a namespace in a Role of that namespace, each
+// RoleRef a binding to that ClusterRole of the workspace (cluster-admin, say) or to
+// that Role of its namespace. A tenant whose workspace lacks the role or the namespace
+// waits with RoleMissing or NamespaceMissing: the runtime creates neither there. Rules
+// for a namespace or Role refs make the export claim roles and rolebindings
+// (apiexport.RoleClaims), which the tenants accept.
 func (b *Builder[T]) MCPPermissions(perms workload.Permissions) *Builder[T] {
 	b.mcpPerms = perms
 	return b
@@ -222,6 +223,10 @@ func (b *Builder[T]) Complete(r provider.Reconciler[T]) (*Runtime[T], error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("service provider %q: %w", b.name, errors.Join(errs...))
 	}
+	surface := b.kcp
+	if surface != nil && namespaced(&b.mcpPerms, b.workerPerms) {
+		surface = withRoleClaims(surface)
+	}
 	gvk, err := apiutil.GVKForObject(b.object, b.scheme)
 	if err != nil {
 		return nil, fmt.Errorf("service provider %q: Service API type: %w", b.name, err)
@@ -237,7 +242,7 @@ func (b *Builder[T]) Complete(r provider.Reconciler[T]) (*Runtime[T], error) {
 		name: b.name, scheme: b.scheme, gvk: gvk, listGVK: listGVK,
 		object: b.object, providerConfig: b.providerConfig,
 		workload: b.workload, workloadPerms: b.workloadPerms, mcpPerms: b.mcpPerms, workerPerms: b.workerPerms,
-		platformRules: b.platformRules, kcp: b.kcp, reconciler: r, references: b.references, additional: b.additional,
+		platformRules: b.platformRules, kcp: surface, reconciler: r, references: b.references, additional: b.additional,
 	}}, nil
 }
 
@@ -281,6 +286,11 @@ func (d *declarations[T]) newProviderConfig() provider.ProviderConfig {
 
 // Finalizer is `<service group>/finalizer`, openMCP's convention.
 func (d *declarations[T]) finalizer() string { return d.gvk.Group + "/finalizer" }
+
+// KCPSurface is the kcp surface the runtime provisions: the one given to KCP, with the
+// claims the declared permissions need (apiexport.RoleClaims). nil without KCP. The
+// kcp-manifests command renders it.
+func (r *Runtime[T]) KCPSurface() apiexport.Provisionable { return r.decl.kcp }
 
 // PlatformRules is the RBAC the runtime's ServiceAccount needs on the platform cluster,
 // cluster-wide, for what the provider declared with PlatformPermissions: the declared

@@ -2,9 +2,11 @@ package builder_test
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
+	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	commonapi "github.com/openmcp-project/openmcp-operator/api/common"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -134,12 +136,15 @@ func TestAdditionalClusterDeclarations(t *testing.T) {
 	}
 }
 
-// kcp mode carries ClusterRole RoleRefs and refuses what a workspace credential cannot
-// keep as declared: rules for a namespace and Roles, which would become cluster-wide.
-func TestCompleteRefusesPermissionsKCPCannotScope(t *testing.T) {
+// TestCompleteKeepsNamespacedPermissionsForKCP: a declaration standard mode's
+// AccessRequest carries is accepted for kcp mode too, rules for a namespace and Role
+// refs among them, and then the export claims roles and rolebindings; a RoleRef that
+// no workspace could bind (a ClusterRole with a namespace, a Role without one) is
+// refused with a message naming it, as openMCP's AccessRequest refuses it.
+func TestCompleteKeepsNamespacedPermissionsForKCP(t *testing.T) {
 	s, widgetCRD := widgetDeclaration(t)
 	configmaps := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}
-	complete := func(mcp workload.Permissions, worker *workload.Permissions, kcp bool) error {
+	complete := func(mcp workload.Permissions, worker *workload.Permissions, kcp bool) (*builder.Runtime[*widget.Widget], error) {
 		b := builder.ServiceProvider[*widget.Widget]("widgets", s).
 			For(&widget.Widget{}).WithProviderConfig(&widget.WidgetConfig{}).
 			WorkloadCluster(workload.Permissions{}).MCPPermissions(mcp)
@@ -149,28 +154,54 @@ func TestCompleteRefusesPermissionsKCPCannotScope(t *testing.T) {
 		if kcp {
 			b = b.KCP(apiexport.FromCRD("widgets", widgetCRD))
 		}
-		_, err := b.Complete(widget.Provider{})
-		return err
+		return b.Complete(widget.Provider{})
+	}
+	claimsRoles := func(rt *builder.Runtime[*widget.Widget]) bool {
+		surface, err := rt.KCPSurface().APISurface()
+		if err != nil {
+			t.Fatal(err)
+		}
+		claims := surface.Claims()
+		return slices.ContainsFunc(claims, func(c apisv1alpha2.PermissionClaim) bool { return c.Resource == "roles" }) &&
+			slices.ContainsFunc(claims, func(c apisv1alpha2.PermissionClaim) bool { return c.Resource == "rolebindings" })
 	}
 	clusterAdmin := workload.Permissions{RoleRefs: []commonapi.RoleRef{{Kind: "ClusterRole", Name: "cluster-admin"}}}
-	if err := complete(clusterAdmin, &clusterAdmin, true); err != nil {
-		t.Errorf("ClusterRole refs with KCP: %v", err)
+	rt, err := complete(clusterAdmin, &clusterAdmin, true)
+	if err != nil {
+		t.Fatalf("ClusterRole refs with KCP: %v", err)
+	}
+	if claimsRoles(rt) {
+		t.Error("a declaration without a namespace makes the export claim roles: tenants would trust the runtime with more than it uses")
 	}
 	namespaced := workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Namespace: "team", Rules: configmaps}}}
 	role := workload.Permissions{RoleRefs: []commonapi.RoleRef{{Kind: "Role", Namespace: "team", Name: "editor"}}}
 	for name, c := range map[string]struct {
 		mcp    workload.Permissions
 		worker *workload.Permissions
-		want   string
 	}{
-		"rules for a namespace": {mcp: namespaced, want: `MCPPermissions: kcp mode grants rules cluster-wide in the workspace; the rules for namespace "team"`},
-		"a Role":                {mcp: clusterAdmin, worker: &role, want: "WorkerMCPPermissions: kcp mode binds ClusterRoles only; the Role team/editor"},
+		"rules for a namespace": {mcp: namespaced},
+		"a Role":                {mcp: clusterAdmin, worker: &role},
 	} {
-		if err := complete(c.mcp, c.worker, true); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s with KCP: %v, want %q", name, err, c.want)
+		rt, err := complete(c.mcp, c.worker, true)
+		if err != nil {
+			t.Errorf("%s with KCP: %v", name, err)
+			continue
 		}
-		if err := complete(c.mcp, c.worker, false); err != nil {
-			t.Errorf("%s without KCP (standard mode's AccessRequest carries it): %v", name, err)
+		if !claimsRoles(rt) {
+			t.Errorf("%s with KCP: the export claims no roles and rolebindings", name)
+		}
+	}
+	for name, c := range map[string]struct {
+		perms workload.Permissions
+		want  string
+	}{
+		"a ClusterRole with a namespace": {workload.Permissions{RoleRefs: []commonapi.RoleRef{{Kind: "ClusterRole", Namespace: "team", Name: "view"}}},
+			`MCPPermissions: the RoleRef ClusterRole "view" in namespace "team" cannot be bound in a workspace`},
+		"a Role without a namespace": {workload.Permissions{RoleRefs: []commonapi.RoleRef{{Kind: "Role", Name: "editor"}}},
+			`MCPPermissions: the RoleRef Role "editor" in namespace "" cannot be bound in a workspace`},
+	} {
+		if _, err := complete(c.perms, nil, true); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s with KCP: %v, want %q", name, err, c.want)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -18,6 +19,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/kcpmode"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/sharding"
+	"github.com/openmcp-project/kcp-serviceprovider/tokens"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
 	"github.com/openmcp-project/kcp-serviceprovider/workspaces"
 )
@@ -182,33 +184,73 @@ func (r *Runtime[T]) replicas(opts Options, shards sharding.Shards) (*sharding.R
 }
 
 // workspaceRights turns declared end-user permissions into a workspace credential's
-// rights: the rules into the runtime's ClusterRole, the ClusterRole refs into bindings
-// to the workspace's roles. Complete refused what a workspace credential cannot carry
-// (kcpExpressible).
+// rights: the rules without a namespace into the runtime's ClusterRole, those for a
+// namespace into a Role there, each RoleRef into a binding to the workspace's
+// ClusterRole or to the Role of its namespace. Complete refused what a workspace
+// credential cannot carry (kcpExpressible).
 func workspaceRights(p workload.Permissions) workspaces.Rights {
 	var rights workspaces.Rights
+	in := func(ns string) *tokens.NamespaceRights {
+		for i := range rights.Namespaced {
+			if rights.Namespaced[i].Namespace == ns {
+				return &rights.Namespaced[i]
+			}
+		}
+		rights.Namespaced = append(rights.Namespaced, tokens.NamespaceRights{Namespace: ns})
+		return &rights.Namespaced[len(rights.Namespaced)-1]
+	}
 	for _, pr := range p.Rules {
-		rights.Rules = append(rights.Rules, pr.Rules...)
+		if pr.Namespace == "" {
+			rights.Rules = append(rights.Rules, pr.Rules...)
+			continue
+		}
+		nr := in(pr.Namespace)
+		nr.Rules = append(nr.Rules, pr.Rules...)
 	}
 	for _, ref := range p.RoleRefs {
+		if ref.Kind == "Role" {
+			nr := in(ref.Namespace)
+			nr.Roles = append(nr.Roles, ref.Name)
+			continue
+		}
 		rights.ClusterRoles = append(rights.ClusterRoles, ref.Name)
 	}
 	return rights
 }
 
-// kcpExpressible says why kcp mode cannot give a workspace credential what p declares,
-// or nil. The runtime's claims reach ClusterRoles and ClusterRoleBindings only: a
-// rule or role scoped to a namespace would become cluster-wide there, widening what the
-// tenant granted, so it is refused rather than dropped or widened.
-func kcpExpressible(what string, p workload.Permissions) error {
-	for _, pr := range p.Rules {
-		if pr.Namespace != "" {
-			return fmt.Errorf("%s: kcp mode grants rules cluster-wide in the workspace; the rules for namespace %q cannot be kept namespaced there (declare them without a namespace, or leave kcp mode out)", what, pr.Namespace)
+// namespaced says whether any of perms scopes a permission to a namespace, which the
+// runtime keeps in Roles and RoleBindings that the export must claim.
+func namespaced(perms ...*workload.Permissions) bool {
+	for _, p := range perms {
+		if p != nil && len(workspaceRights(*p).Namespaced) > 0 {
+			return true
 		}
 	}
+	return false
+}
+
+// withRoleClaims adds apiexport.RoleClaims to the claims of surface.
+func withRoleClaims(surface apiexport.Provisionable) apiexport.Provisionable {
+	return apiexport.SurfaceFunc(func() (apiexport.Surface, error) {
+		s, err := surface.APISurface()
+		if err != nil {
+			return s, err
+		}
+		s.PermissionClaims = append(slices.Clone(s.PermissionClaims), apiexport.RoleClaims()...)
+		return s, nil
+	})
+}
+
+// kcpExpressible says why kcp mode cannot give a workspace credential what p declares,
+// or nil: a RoleRef must name a ClusterRole without a namespace or a Role with one, as
+// openMCP's AccessRequest wants it too, since a workspace has nothing else to bind.
+func kcpExpressible(what string, p workload.Permissions) error {
 	for _, ref := range p.RoleRefs {
-		if ref.Kind != "ClusterRole" || ref.Namespace != "" {
-			return fmt.Errorf("%s: kcp mode binds ClusterRoles only; the %s %s/%s cannot be bound in a workspace", what, ref.Kind, ref.Namespace, ref.Name)
+		switch {
+		case ref.Kind == "ClusterRole" && ref.Namespace == "":
+		case ref.Kind == "Role" && ref.Namespace != "":
+		default:
+			return fmt.Errorf("%s: the RoleRef %s %q in namespace %q cannot be bound in a workspace: a ClusterRole takes no namespace, a Role needs one", what, ref.Kind, ref.Name, ref.Namespace)
 		}
 	}
 	return nil

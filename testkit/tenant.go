@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kcp-dev/logicalcluster/v3"
+	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
 	corev1 "k8s.io/api/core/v1"
@@ -71,14 +72,18 @@ func (e *Env) Tenants(t *testing.T, name string) []*Tenant {
 }
 
 // KCPTenant creates the workspace root:<name> and binds the provider's APIExport in
-// it, accepting exactly the runtime's permission claims (apiexport.AcceptedClaims),
-// as a tenant following the provider's apibinding does.
+// it, accepting exactly the export's permission claims for the runtime's label
+// (apiexport.AcceptedClaims), as a tenant following the provider's apibinding does.
 func (e *Env) KCPTenant(t *testing.T, name string) *Tenant {
 	t.Helper()
 	ctx := t.Context()
+	export := &apisv1alpha2.APIExport{}
+	if err := e.inspect.kcp.Get(ctx, client.ObjectKey{Name: e.surface.ExportName}, export); err != nil {
+		t.Fatalf("testkit: reading the APIExport %s: %v", e.surface.ExportName, err)
+	}
 	path, lc := e.KCP.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), name)
 	e.KCP.CreateAPIBinding(ctx, t, path, e.opts.Provider.Name, e.ProviderWorkspace, e.surface.ExportName,
-		apiexport.AcceptedClaims(e.opts.Provider.Name))
+		apiexport.AcceptedClaims(e.opts.Provider.Name, export.Spec.PermissionClaims...))
 	c := harness.NewClient(t, e.KCP.ConfigFor(path), e.opts.Scheme)
 	return &Tenant{Mode: cluster.ModeKCP, Name: name, Client: c, EndUser: c, Identity: cluster.KCPIdentity(lc.String()),
 		env: e, namespace: corev1.NamespaceDefault, inspect: harness.NewClient(t, e.KCP.ConfigFor(path)),

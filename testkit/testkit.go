@@ -85,8 +85,9 @@ type Env struct {
 	// configGVK is the ProviderConfig's kind, from the author's scheme.
 	configGVK schema.GroupVersionKind
 	// inspect holds admin clients with the harness scheme (openMCP's request types,
-	// RBAC), which the author's scheme need not know, for the leftover checks.
-	inspect struct{ platform, workload, mcp client.Client }
+	// RBAC, kcp's APIs), which the author's scheme need not know, for the leftover
+	// checks; kcp's is the provider workspace's.
+	inspect struct{ platform, workload, mcp, kcp client.Client }
 	// standardTenants counts the standard tenants, which take turns on the MCPs.
 	standardTenants counter
 }
@@ -131,6 +132,7 @@ func Start(t *testing.T, opts Options) *Env {
 	e.Platform, e.Onboarding = harness.NewClient(t, p.Platform.Config, opts.Scheme), harness.NewClient(t, p.Onboarding.Config, opts.Scheme)
 	e.Workload, e.MCP = harness.NewClient(t, p.Workload.Config, opts.Scheme), harness.NewClient(t, p.MCP.Config, opts.Scheme)
 	e.inspect.platform, e.inspect.workload, e.inspect.mcp = p.Platform.Client, p.Workload.Client, p.MCP.Client
+	e.inspect.kcp = harness.NewClient(t, p.KCP.ConfigFor(e.ProviderWorkspace))
 
 	if opts.Prepare != nil {
 		opts.Prepare(t, e)

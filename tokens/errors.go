@@ -129,16 +129,28 @@ func (e *NotManagedError) Error() string {
 		e.Resource.String(), e.Name, formatLabels(e.Labels), formatLabels(e.Labels))
 }
 
-// MissingClusterRoleError says that a ClusterRole the provider binds its credential to
-// (a RoleRef of its declared permissions) does not exist in the tenant workspace. A
-// workspace has only the roles kcp puts there and those its owner creates; the
-// tenant creates it, or the provider declares rules instead.
-type MissingClusterRoleError struct {
-	// Role is the ClusterRole's name.
-	Role string
+// MissingError says that something the provider's declared permissions refer to does
+// not exist in the tenant workspace: a ClusterRole or Role it binds its credential to
+// (a RoleRef), or the namespace its rules or Role are for. A workspace holds only what
+// kcp puts there and what its owner creates, and the runtime creates no role or
+// namespace for the tenant: the tenant creates it, or the provider declares otherwise.
+type MissingError struct {
+	// Kind is ClusterRole, Role or Namespace.
+	Kind string
+	// Namespace is the Role's namespace; empty for the others.
+	Namespace string
+	// Name is the missing object's name.
+	Name string
 }
 
-// Error names the role and what to do about it.
-func (e *MissingClusterRoleError) Error() string {
-	return fmt.Sprintf("the provider binds its credential to the ClusterRole %s, which does not exist in this workspace: create it, or ask the provider to declare rules instead", e.Role)
+// Error names what is missing and what to do about it.
+func (e *MissingError) Error() string {
+	if e.Kind == "Namespace" {
+		return fmt.Sprintf("the provider's permissions are for the namespace %s, which does not exist in this workspace: create it, or ask the provider to declare other permissions", e.Name)
+	}
+	name := e.Name
+	if e.Namespace != "" {
+		name = e.Namespace + "/" + e.Name
+	}
+	return fmt.Sprintf("the provider binds its credential to the %s %s, which does not exist in this workspace: create it, or ask the provider to declare rules instead", e.Kind, name)
 }

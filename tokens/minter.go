@@ -51,8 +51,14 @@ type Options struct {
 	// ClusterRoles are ClusterRoles of the workspace the workload is bound to as well
 	// (the provider's RoleRefs, e.g. cluster-admin): one ClusterRoleBinding
 	// "<workload>-<role>" each. The Minter creates no such role: one that does not
-	// exist in the workspace fails Ensure with a *MissingClusterRoleError.
+	// exist in the workspace fails Ensure with a *MissingError.
 	ClusterRoles []string
+	// Namespaced are what the workload may do in single namespaces of the workspace
+	// (the provider's rules for a namespace and its Role refs), kept there as the
+	// provider declares them rather than widened to the workspace. The virtual
+	// workspace serves Roles and RoleBindings only when the export claims them
+	// (apiexport.RoleClaims).
+	Namespaced []NamespaceRights
 	// TTL is the requested token lifetime (at least 10 minutes, Kubernetes' minimum).
 	// Default 1 hour. kcp may shorten it; ExpiresAt reports what it granted.
 	TTL time.Duration
@@ -92,6 +98,19 @@ type Options struct {
 	Observe func(renewal bool, err error)
 }
 
+// NamespaceRights are what the workload may do in one namespace of the workspace.
+type NamespaceRights struct {
+	// Namespace must exist in the workspace: it is the tenant's, and the Minter
+	// creates none (a missing one fails Ensure with a *MissingError).
+	Namespace string
+	// Rules are granted through a Role "<workload>" in Namespace and a RoleBinding of
+	// the same name.
+	Rules []rbacv1.PolicyRule
+	// Roles are Roles of Namespace the workload is bound to as well: one RoleBinding
+	// "<workload>-<role>" each. A missing one fails Ensure with a *MissingError.
+	Roles []string
+}
+
 // ObjectCache reads the objects a Minter keeps in tenant workspaces from a watch of
 // them (workspaces.AccessWatch is one).
 type ObjectCache interface {
@@ -115,6 +134,9 @@ type Minter struct {
 	identity *Identity
 	global   *bool // GlobalServiceAccount gate, once known
 	cache    map[logicalcluster.Name]cacheEntry
+	// stale are objects under the Minter's names it no longer wants, per workspace,
+	// as the watch reported them (Drifted).
+	stale map[logicalcluster.Name]map[staleKey]bool
 
 	// detectMu serialises Ensure calls while the gate is unknown, so that one tenant
 	// finds out and the others use the answer.
@@ -149,7 +171,7 @@ func New(opts Options) *Minter {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	m := &Minter{opts: opts, cache: map[logicalcluster.Name]cacheEntry{}}
+	m := &Minter{opts: opts, cache: map[logicalcluster.Name]cacheEntry{}, stale: map[logicalcluster.Name]map[staleKey]bool{}}
 	if opts.Identity.Username != "" {
 		id := opts.Identity
 		m.identity = &id
@@ -164,6 +186,10 @@ func New(opts Options) *Minter {
 // ServiceAccount returns the workload ServiceAccount's namespace and name in tenant
 // workspaces.
 func (m *Minter) ServiceAccount() types.NamespacedName { return m.opts.ServiceAccount }
+
+// Namespaced says whether the Minter keeps Roles and RoleBindings in namespaces of the
+// workspaces (Options.Namespaced).
+func (m *Minter) Namespaced() bool { return len(m.opts.Namespaced) > 0 }
 
 func (m *Minter) workloadName() string {
 	return m.opts.ProviderName + "-" + cmp.Or(m.opts.Account, "workload")
@@ -274,6 +300,7 @@ func (m *Minter) ensure(ctx context.Context, ws client.Client, cluster logicalcl
 	if err != nil {
 		return nil, err
 	}
+	m.removeStale(ctx, ws, cluster)
 	var repaired []string
 	if ok && equality.Semantic.DeepEqual(entry.subjects, subjects) {
 		repaired = changes

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -508,6 +510,9 @@ type env struct {
 	providerPath logicalcluster.Path
 	providerLC   logicalcluster.Name
 	vwURL        string
+	// claims are what the export claims and tenants accept; nil: the runtime's
+	// required ones.
+	claims []apisv1alpha2.PermissionClaim
 }
 
 type tenantWS struct {
@@ -563,7 +568,11 @@ func (e *env) tenantWithSelector(ctx context.Context, t *testing.T, name string,
 	t.Helper()
 	path, lc := e.k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), name)
 	var claims []apisv1alpha2.AcceptablePermissionClaim
-	for _, c := range apiexport.RequiredPermissionClaims() {
+	accept := e.claims
+	if accept == nil {
+		accept = apiexport.RequiredPermissionClaims()
+	}
+	for _, c := range accept {
 		state := apisv1alpha2.ClaimAccepted
 		if s, ok := states[c.Resource]; ok {
 			state = s
@@ -768,7 +777,7 @@ func ptr[T any](v T) *T { return &v }
 
 // TestMinterBindsDeclaredClusterRoles: the provider's RoleRefs become bindings of the
 // workload to the workspace's own ClusterRoles. A role the workspace lacks is named in
-// a *MissingClusterRoleError and nothing is bound to it; once the tenant creates it,
+// a *MissingError and nothing is bound to it; once the tenant creates it,
 // the credential has its rights; Remove deletes the binding and leaves the role.
 func TestMinterBindsDeclaredClusterRoles(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
@@ -784,9 +793,9 @@ func TestMinterBindsDeclaredClusterRoles(t *testing.T) {
 	binding := client.ObjectKey{Name: "widgets-workload-configmap-admin"}
 
 	_, err := m.Ensure(ctx, wsA, a.lc)
-	var missing *tokens.MissingClusterRoleError
-	if !errors.As(err, &missing) || missing.Role != "configmap-admin" || !strings.Contains(err.Error(), "ClusterRole configmap-admin") {
-		t.Fatalf("Ensure without the role: %v, want a MissingClusterRoleError naming configmap-admin", err)
+	var missing *tokens.MissingError
+	if !errors.As(err, &missing) || missing.Kind != "ClusterRole" || missing.Name != "configmap-admin" || !strings.Contains(err.Error(), "ClusterRole configmap-admin") {
+		t.Fatalf("Ensure without the role: %v, want a MissingError naming the ClusterRole configmap-admin", err)
 	}
 	if err := admin.Get(ctx, binding, &rbacv1.ClusterRoleBinding{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a binding to the missing role: %v, want none", err)
@@ -845,5 +854,146 @@ func TestMinterBindsDeclaredClusterRoles(t *testing.T) {
 	}
 	if err := adminB.Get(ctx, binding, &rbacv1.ClusterRoleBinding{}); err != nil {
 		t.Errorf("the binding where the claims hide the role: %v", err)
+	}
+}
+
+// TestMinterKeepsNamespacedRightsInTheirNamespace: rules the provider declares for a
+// namespace and its Role refs become a Role and RoleBindings in that namespace of the
+// workspace, never a ClusterRole: the credential may act there and is refused in
+// another namespace. A namespace or Role the workspace lacks is named in a
+// *MissingError; a deleted RoleBinding is noticed and repaired; a binding a new
+// release no longer declares is deleted; Remove deletes what the Minter made and leaves
+// the tenant's Role. The tenant accepts the claims for the
+// runtime's labelled objects only, which hides its own Role from the runtime.
+func TestMinterKeepsNamespacedRightsInTheirNamespace(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	e := setup(ctx, t)
+	// The export claims roles and rolebindings, as the builder makes it for such a
+	// declaration; the tenant accepts them.
+	s, err := apiexport.FromCRD(exportName, widgetCRD()).APISurface()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.PermissionClaims = apiexport.RoleClaims()
+	if _, err := apiexport.Provision(ctx, e.k.ClientFor(t, e.providerPath), s, apiexport.Options{}); err != nil {
+		t.Fatalf("Provision with the role claims: %v", err)
+	}
+	e.claims = s.Claims()
+	a := e.tenantWithSelector(ctx, t, "tenant-a", nil, apisv1alpha2.PermissionClaimSelector{
+		LabelSelector: metav1.LabelSelector{MatchLabels: map[string]string{managedBy: "widgets"}}})
+	e.vwURL = e.k.VirtualWorkspaceURLs(ctx, t, e.providerPath, exportName)[0]
+	direct, _ := e.directConfig(ctx, t)
+	configMaps := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "get"}}}
+	m := tokens.New(tokens.Options{Direct: direct, ProviderName: "widgets", Rules: workloadRules, Labels: map[string]string{managedBy: "widgets"},
+		Namespaced: []tokens.NamespaceRights{{Namespace: "apps", Rules: configMaps, Roles: []string{"secret-reader"}}}})
+	wsA, _ := e.vwClient(t, a.lc, e.runtimeToken(ctx, t))
+	admin := e.k.ClientFor(t, a.path)
+	expectMissing := func(kind, namespace, name string) {
+		t.Helper()
+		_, err := m.Ensure(ctx, wsA, a.lc)
+		var missing *tokens.MissingError
+		if !errors.As(err, &missing) || *missing != (tokens.MissingError{Kind: kind, Namespace: namespace, Name: name}) {
+			t.Fatalf("Ensure: %v, want a MissingError naming the %s %s/%s", err, kind, namespace, name)
+		}
+	}
+	expectMissing("Namespace", "", "apps")
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}); err != nil {
+		t.Fatal(err)
+	}
+	expectMissing("Role", "apps", "secret-reader")
+	if err := admin.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "secret-reader"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	cred, err := m.Ensure(ctx, wsA, a.lc)
+	if err != nil {
+		t.Fatalf("Ensure with namespace and role: %v", err)
+	}
+
+	role := &rbacv1.Role{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "widgets-workload"}, role); err != nil || !reflect.DeepEqual(role.Rules, configMaps) || role.Labels[managedBy] != "widgets" {
+		t.Fatalf("Role apps/widgets-workload: %v, rules %+v, labels %v", err, role.Rules, role.Labels)
+	}
+	for _, name := range []string{"widgets-workload", "widgets-workload-secret-reader"} {
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: "apps", Name: name}, &rbacv1.RoleBinding{}); err != nil {
+			t.Errorf("RoleBinding apps/%s: %v", name, err)
+		}
+	}
+	cr := &rbacv1.ClusterRole{}
+	if err := admin.Get(ctx, client.ObjectKey{Name: "widgets-workload"}, cr); err != nil || !reflect.DeepEqual(cr.Rules, workloadRules) {
+		t.Errorf("the workspace-wide ClusterRole holds %+v (%v), want only the rules without a namespace", cr.Rules, err)
+	}
+
+	// What the credential may do: in apps what was declared there, elsewhere nothing
+	// of it (kcp's authorizer may take a moment to see new bindings).
+	cs := clientset(t, restConfigFrom(t, cred.Kubeconfig))
+	harness.Eventually(ctx, t, 30*time.Second, "the workload creates a ConfigMap in apps", func(ctx context.Context) error {
+		_, err := cs.CoreV1().ConfigMaps("apps").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "in-apps"}}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+	harness.Eventually(ctx, t, 30*time.Second, "the workload reads Secrets in apps through the tenant's Role", func(ctx context.Context) error {
+		if _, err := cs.CoreV1().Secrets("apps").Get(ctx, "none", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading a Secret in apps: %v, want not found", err)
+		}
+		return nil
+	})
+	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("creating a ConfigMap in default: %v, want forbidden", err)
+	}
+
+	// A tenant deleting a RoleBinding is drift, repaired by the next Ensure.
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "widgets-workload"}}
+	if err := admin.Delete(ctx, rb); err != nil {
+		t.Fatal(err)
+	}
+	if !m.Drifted(a.lc, rb, true) {
+		t.Error("deleting RoleBinding apps/widgets-workload is no drift")
+	}
+	if m.Drifted(a.lc, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "widgets-workload"}}, true) {
+		t.Error("a RoleBinding of that name in another namespace is drift")
+	}
+	cred, err = m.Ensure(ctx, wsA, a.lc)
+	if err != nil || !slices.Contains(cred.Repaired, "RoleBinding apps/widgets-workload was missing") {
+		t.Fatalf("Ensure after the deletion: %v, repaired %q", err, cred.Repaired)
+	}
+
+	// A new release drops the Role ref: the watch reports the binding it left, which
+	// is stale, and the next Ensure deletes it.
+	m = tokens.New(tokens.Options{Direct: direct, ProviderName: "widgets", Rules: workloadRules, Labels: map[string]string{managedBy: "widgets"},
+		Namespaced: []tokens.NamespaceRights{{Namespace: "apps", Rules: configMaps}}})
+	if _, err := m.Ensure(ctx, wsA, a.lc); err != nil {
+		t.Fatalf("Ensure of the new release: %v", err)
+	}
+	dropped := &rbacv1.RoleBinding{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "widgets-workload-secret-reader"}, dropped); err != nil {
+		t.Fatal(err)
+	}
+	if !m.Drifted(a.lc, dropped, false) {
+		t.Error("the binding of a dropped Role ref is not reported")
+	}
+	if _, err := m.Ensure(ctx, wsA, a.lc); err != nil {
+		t.Fatalf("Ensure after the report: %v", err)
+	}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(dropped), &rbacv1.RoleBinding{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the binding of the dropped Role ref: %v, want deleted", err)
+	}
+
+	if r, err := m.Remove(ctx, wsA, a.lc); err != nil || !r.Done() || len(r.Left) != 0 {
+		t.Fatalf("Remove: %+v, %v", r, err)
+	}
+	left := &rbacv1.RoleBindingList{}
+	if err := admin.List(ctx, left, client.InNamespace("apps"), client.MatchingLabels{managedBy: "widgets"}); err != nil || len(left.Items) != 0 {
+		t.Errorf("RoleBindings left in apps: %d (%v)", len(left.Items), err)
+	}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(role), &rbacv1.Role{}); !apierrors.IsNotFound(err) {
+		t.Errorf("Role apps/widgets-workload after Remove: %v, want gone", err)
+	}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: "apps", Name: "secret-reader"}, &rbacv1.Role{}); err != nil {
+		t.Errorf("the tenant's own Role after Remove: %v, want kept", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/kcp-dev/logicalcluster/v3"
@@ -34,7 +35,7 @@ func (m *Minter) ensureObjects(ctx context.Context, ws client.Client, cluster lo
 		return "", nil, err
 	}
 	c, err := upsert(ctx, ws, grServiceAccounts, sa, func(have *corev1.ServiceAccount) bool {
-		return m.mergeLabels(&have.ObjectMeta)
+		return m.mergeLabels(have)
 	})
 	if err != nil {
 		return "", nil, err
@@ -46,47 +47,129 @@ func (m *Minter) ensureObjects(ctx context.Context, ws client.Client, cluster lo
 	}
 	changes = append(changes, more...)
 	for _, role := range m.opts.ClusterRoles {
-		// The role is the workspace's, not the Minter's: it carries no label the
-		// cache watches, so it is read from the server; and a claim narrowed to the
-		// Minter's labels hides it, which only a dry-run create tells from absence.
-		cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role}}
-		if err := live.Get(ctx, client.ObjectKey{Name: role}, cr); err != nil {
-			if !apierrors.IsNotFound(err) || isResourceNotServed(err) {
-				return "", nil, classify(ctx, live, grClusterRoles, "get", fmt.Errorf("reading ClusterRole %s: %w", role, err))
-			}
-			if !m.hidden(ctx, live, cr) {
-				return "", nil, &MissingClusterRoleError{Role: role}
-			}
+		if err := m.mustExist(ctx, live, grClusterRoles, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role}}); err != nil {
+			return "", nil, err
 		}
-		name := m.roleRefBindingName(role)
-		c, err := m.ensureBinding(ctx, ws, name, role, m.workloadSubjects())
+		b, _ := m.binding("", m.roleRefBindingName(role))
+		c, err := m.ensureBinding(ctx, ws, b)
 		if err != nil {
 			return "", nil, err
 		}
-		changes = c.describe(changes, "ClusterRoleBinding", name)
+		changes = c.describe(changes, "ClusterRoleBinding", b.GetName())
+	}
+	for _, nr := range m.opts.Namespaced {
+		if len(nr.Rules) > 0 {
+			role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: nr.Namespace, Name: m.workloadName()}, Rules: nr.Rules}
+			more, err := m.ensurePair(ctx, ws, role, m.workloadSubjects())
+			if err != nil {
+				return "", nil, err
+			}
+			changes = append(changes, more...)
+		}
+		for _, role := range nr.Roles {
+			if err := m.mustExist(ctx, live, grRoles, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: nr.Namespace, Name: role}}); err != nil {
+				return "", nil, err
+			}
+			b, _ := m.binding(nr.Namespace, m.roleRefBindingName(role))
+			c, err := m.ensureBinding(ctx, ws, b)
+			if err != nil {
+				return "", nil, err
+			}
+			changes = c.describe(changes, "RoleBinding", nr.Namespace+"/"+b.GetName())
+		}
 	}
 	return sa.UID, changes, nil
 }
 
-// roleRefBindingName names the binding of the workload to the workspace's ClusterRole
-// role (Options.ClusterRoles).
+// roleRefBindingName names the binding of the workload to the workspace's role of that
+// name (Options.ClusterRoles, NamespaceRights.Roles).
 func (m *Minter) roleRefBindingName(role string) string {
 	return m.workloadName() + "-" + role
 }
 
-// roleOfBinding is the ClusterRole the Minter's binding name refers to; ok is false for
-// a name that is none of its bindings.
-func (m *Minter) roleOfBinding(name string) (role string, ok bool) {
-	switch name {
-	case m.requesterName(), m.workloadName():
-		return name, true
+// mustExist checks that role, a ClusterRole or Role of the workspace the provider binds
+// its workload to, exists: a *MissingError when it does not. The role is the
+// workspace's, not the Minter's: it carries no label the cache watches, so it is read
+// from the server; and a claim narrowed to the Minter's labels hides it, which only a
+// dry-run create tells from absence.
+func (m *Minter) mustExist(ctx context.Context, live client.Client, gr schema.GroupResource, role client.Object) error {
+	key := client.ObjectKeyFromObject(role)
+	err := live.Get(ctx, key, role)
+	switch {
+	case err == nil:
+		return nil
+	case !apierrors.IsNotFound(err) || isResourceNotServed(err):
+		return classify(ctx, live, gr, "get", fmt.Errorf("reading %s %s: %w", kindOf(role), objectName(key), err))
+	case m.hidden(ctx, live, role):
+		return nil
 	}
-	for _, r := range m.opts.ClusterRoles {
-		if name == m.roleRefBindingName(r) {
-			return r, true
+	return &MissingError{Kind: kindOf(role), Namespace: key.Namespace, Name: key.Name}
+}
+
+// binding is the binding the Minter keeps under name in namespace (a
+// ClusterRoleBinding when namespace is empty), as it wants it; ok is false for a name
+// that is none of its bindings. The requester's binding has no subjects here: they are
+// the runtime's identity, known to Ensure.
+func (m *Minter) binding(namespace, name string) (b client.Object, ok bool) {
+	kind, role := "", ""
+	if namespace == "" {
+		switch name {
+		case m.requesterName(), m.workloadName():
+			kind, role = "ClusterRole", name
+		}
+		for _, r := range m.opts.ClusterRoles {
+			if name == m.roleRefBindingName(r) {
+				kind, role = "ClusterRole", r
+			}
 		}
 	}
-	return "", false
+	for _, nr := range m.opts.Namespaced {
+		if nr.Namespace != namespace || namespace == "" {
+			continue
+		}
+		if name == m.workloadName() && len(nr.Rules) > 0 {
+			kind, role = "Role", name
+		}
+		for _, r := range nr.Roles {
+			if name == m.roleRefBindingName(r) {
+				kind, role = "Role", r
+			}
+		}
+	}
+	if kind == "" {
+		return nil, false
+	}
+	ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kind, Name: role}
+	var subjects []rbacv1.Subject
+	if name != m.requesterName() || namespace != "" {
+		subjects = m.workloadSubjects()
+	}
+	meta := metav1.ObjectMeta{Namespace: namespace, Name: name}
+	if namespace == "" {
+		return &rbacv1.ClusterRoleBinding{ObjectMeta: meta, RoleRef: ref, Subjects: subjects}, true
+	}
+	return &rbacv1.RoleBinding{ObjectMeta: meta, RoleRef: ref, Subjects: subjects}, true
+}
+
+// role is the role the Minter keeps under name in namespace (a ClusterRole when
+// namespace is empty) with the rules it wants there; ok is false for a role that is
+// none of its own (a role it only binds is the workspace's).
+func (m *Minter) role(namespace, name string) (r client.Object, ok bool) {
+	if namespace == "" {
+		switch name {
+		case m.requesterName():
+			return m.requesterRole(), true
+		case m.workloadName():
+			return m.workloadRole(), true
+		}
+		return nil, false
+	}
+	for _, nr := range m.opts.Namespaced {
+		if nr.Namespace == namespace && name == m.workloadName() && len(nr.Rules) > 0 {
+			return &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Rules: nr.Rules}, true
+		}
+	}
+	return nil, false
 }
 
 // requesterRole lets the runtime request the workload account's tokens, and nothing
@@ -113,14 +196,23 @@ func (m *Minter) workloadSubjects() []rbacv1.Subject {
 	return []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sa.Namespace, Name: sa.Name}}
 }
 
-// ensurePair creates or repairs role and a binding of the same name to subjects, and
-// describes what it changed.
-func (m *Minter) ensurePair(ctx context.Context, ws client.Client, role *rbacv1.ClusterRole, subjects []rbacv1.Subject) ([]string, error) {
-	rules := role.Rules
-	roleChange, err := upsert(ctx, ws, grClusterRoles, role, func(have *rbacv1.ClusterRole) bool {
-		changed := m.mergeLabels(&have.ObjectMeta)
-		if !equality.Semantic.DeepEqual(have.Rules, rules) || have.AggregationRule != nil {
-			have.Rules, have.AggregationRule = rules, nil
+// ensurePair creates or repairs role (a ClusterRole or a Role holding the rules the
+// Minter wants) and a binding of the same name to subjects, and describes what it
+// changed.
+func (m *Minter) ensurePair(ctx context.Context, ws client.Client, role client.Object, subjects []rbacv1.Subject) ([]string, error) {
+	rules := *rulesOf(role)
+	gr, bindingKind := grClusterRoles, "ClusterRole"
+	if role.GetNamespace() != "" {
+		gr, bindingKind = grRoles, "Role"
+	}
+	roleChange, err := upsert(ctx, ws, gr, role, func(have client.Object) bool {
+		changed := m.mergeLabels(have)
+		if have := rulesOf(have); !equality.Semantic.DeepEqual(*have, rules) {
+			*have = rules
+			changed = true
+		}
+		if cr, ok := have.(*rbacv1.ClusterRole); ok && cr.AggregationRule != nil {
+			cr.AggregationRule = nil
 			changed = true
 		}
 		return changed
@@ -128,50 +220,104 @@ func (m *Minter) ensurePair(ctx context.Context, ws client.Client, role *rbacv1.
 	if err != nil {
 		return nil, err
 	}
-	bindingChange, err := m.ensureBinding(ctx, ws, role.Name, role.Name, subjects)
+	ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: bindingKind, Name: role.GetName()}
+	meta := metav1.ObjectMeta{Namespace: role.GetNamespace(), Name: role.GetName()}
+	var b client.Object = &rbacv1.ClusterRoleBinding{ObjectMeta: meta, RoleRef: ref, Subjects: subjects}
+	if meta.Namespace != "" {
+		b = &rbacv1.RoleBinding{ObjectMeta: meta, RoleRef: ref, Subjects: subjects}
+	}
+	bindingChange, err := m.ensureBinding(ctx, ws, b)
 	if err != nil {
 		return nil, err
 	}
-	changes := roleChange.describe(nil, "ClusterRole", role.Name)
-	return bindingChange.describe(changes, "ClusterRoleBinding", role.Name), nil
+	name := objectName(client.ObjectKeyFromObject(role))
+	changes := roleChange.describe(nil, kindOf(role), name)
+	return bindingChange.describe(changes, kindOf(b), name), nil
+}
+
+// rulesOf is the rules field of a ClusterRole or Role.
+func rulesOf(role client.Object) *[]rbacv1.PolicyRule {
+	switch r := role.(type) {
+	case *rbacv1.ClusterRole:
+		return &r.Rules
+	case *rbacv1.Role:
+		return &r.Rules
+	}
+	panic(fmt.Sprintf("tokens: rulesOf: unexpected type %T", role))
+}
+
+// bindingOf is the role reference and subjects of a ClusterRoleBinding or RoleBinding.
+func bindingOf(b client.Object) (*rbacv1.RoleRef, *[]rbacv1.Subject) {
+	switch b := b.(type) {
+	case *rbacv1.ClusterRoleBinding:
+		return &b.RoleRef, &b.Subjects
+	case *rbacv1.RoleBinding:
+		return &b.RoleRef, &b.Subjects
+	}
+	panic(fmt.Sprintf("tokens: bindingOf: unexpected type %T", b))
+}
+
+// kindOf names the kind of one of the objects the Minter keeps or binds.
+func kindOf(obj client.Object) string {
+	switch obj.(type) {
+	case *corev1.ServiceAccount:
+		return "ServiceAccount"
+	case *rbacv1.ClusterRole:
+		return "ClusterRole"
+	case *rbacv1.ClusterRoleBinding:
+		return "ClusterRoleBinding"
+	case *rbacv1.Role:
+		return "Role"
+	case *rbacv1.RoleBinding:
+		return "RoleBinding"
+	}
+	return fmt.Sprintf("%T", obj)
 }
 
 var (
 	grServiceAccounts     = schema.GroupResource{Resource: "serviceaccounts"}
 	grClusterRoles        = schema.GroupResource{Group: rbacv1.GroupName, Resource: "clusterroles"}
 	grClusterRoleBindings = schema.GroupResource{Group: rbacv1.GroupName, Resource: "clusterrolebindings"}
+	grRoles               = schema.GroupResource{Group: rbacv1.GroupName, Resource: "roles"}
+	grRoleBindings        = schema.GroupResource{Group: rbacv1.GroupName, Resource: "rolebindings"}
 	// conflictBackoff spaces retries of a write that lost a race; each re-reads.
 	conflictBackoff = wait.Backoff{Steps: 6, Duration: 20 * time.Millisecond, Factor: 2, Jitter: 0.5}
 )
 
-// ensureBinding makes the ClusterRoleBinding name bind the ClusterRole role to
-// subjects. A binding with another roleRef (immutable) is deleted and recreated.
-func (m *Minter) ensureBinding(ctx context.Context, ws client.Client, name, role string, subjects []rbacv1.Subject) (change, error) {
-	roleRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}
-	b := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: roleRef, Subjects: subjects}
-	c, err := upsert(ctx, ws, grClusterRoleBindings, b, func(have *rbacv1.ClusterRoleBinding) bool {
-		if have.RoleRef != roleRef {
+// ensureBinding creates or repairs want, a ClusterRoleBinding or RoleBinding as the
+// Minter wants it. A binding with another roleRef (immutable) is deleted and recreated.
+func (m *Minter) ensureBinding(ctx context.Context, ws client.Client, want client.Object) (change, error) {
+	gr := grClusterRoleBindings
+	if want.GetNamespace() != "" {
+		gr = grRoleBindings
+	}
+	roleRef, subjects := bindingOf(want)
+	ref, subs := *roleRef, *subjects
+	b := want.DeepCopyObject().(client.Object)
+	c, err := upsert(ctx, ws, gr, b, func(have client.Object) bool {
+		haveRef, haveSubjects := bindingOf(have)
+		if *haveRef != ref {
 			return false // replaced below
 		}
-		changed := m.mergeLabels(&have.ObjectMeta)
-		if !equality.Semantic.DeepEqual(have.Subjects, subjects) {
-			have.Subjects = subjects
+		changed := m.mergeLabels(have)
+		if !equality.Semantic.DeepEqual(*haveSubjects, subs) {
+			*haveSubjects = subs
 			changed = true
 		}
 		return changed
 	})
-	if err == nil && b.RoleRef == roleRef {
-		return c, nil
-	}
 	if err != nil {
 		return unchanged, err
 	}
-	// Someone bound another role under our name; the roleRef cannot be changed.
-	if err := ws.Delete(ctx, b, client.Preconditions{UID: &b.UID}); err != nil && !apierrors.IsNotFound(err) {
-		return unchanged, classify(ctx, ws, grClusterRoleBindings, "delete", fmt.Errorf("replacing ClusterRoleBinding %s: %w", name, err))
+	if haveRef, _ := bindingOf(b); *haveRef == ref {
+		return c, nil
 	}
-	b = &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: roleRef, Subjects: subjects}
-	if _, err := upsert(ctx, ws, grClusterRoleBindings, b, func(*rbacv1.ClusterRoleBinding) bool { return false }); err != nil {
+	// Someone bound another role under our name; the roleRef cannot be changed.
+	uid := b.GetUID()
+	if err := ws.Delete(ctx, b, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+		return unchanged, classify(ctx, ws, gr, "delete", fmt.Errorf("replacing %s %s: %w", kindOf(want), objectName(client.ObjectKeyFromObject(want)), err))
+	}
+	if _, err := upsert(ctx, ws, gr, want.DeepCopyObject().(client.Object), func(client.Object) bool { return false }); err != nil {
 		return unchanged, err
 	}
 	return updated, nil
@@ -179,17 +325,19 @@ func (m *Minter) ensureBinding(ctx context.Context, ws client.Client, name, role
 
 // mergeLabels adds the Minter's labels to meta and says whether that changed it. Labels
 // others put there stay.
-func (m *Minter) mergeLabels(meta *metav1.ObjectMeta) bool {
+func (m *Minter) mergeLabels(obj metav1.Object) bool {
 	changed := false
+	labels := obj.GetLabels()
 	for k, v := range m.opts.Labels {
-		if cur, ok := meta.Labels[k]; !ok || cur != v {
-			if meta.Labels == nil {
-				meta.Labels = map[string]string{}
+		if cur, ok := labels[k]; !ok || cur != v {
+			if labels == nil {
+				labels = map[string]string{}
 			}
-			meta.Labels[k] = v
+			labels[k] = v
 			changed = true
 		}
 	}
+	obj.SetLabels(labels)
 	return changed
 }
 
@@ -239,6 +387,10 @@ func upsert[T client.Object](ctx context.Context, ws client.Client, gr schema.Gr
 				did = created
 				return nil
 			}
+			if apierrors.IsNotFound(err) && !isResourceNotServed(err) && key.Namespace != "" {
+				// A create answered NotFound names the namespace it was to go in.
+				return &MissingError{Kind: "Namespace", Name: key.Namespace}
+			}
 			if !apierrors.IsAlreadyExists(err) {
 				return classify(ctx, ws, gr, "create", err)
 			}
@@ -278,16 +430,7 @@ func objectName(key client.ObjectKey) string {
 
 // copyInto copies src's content into dst (both the same pointer type).
 func copyInto[T client.Object](dst, src T) {
-	switch d := any(dst).(type) {
-	case *corev1.ServiceAccount:
-		*d = *any(src).(*corev1.ServiceAccount)
-	case *rbacv1.ClusterRole:
-		*d = *any(src).(*rbacv1.ClusterRole)
-	case *rbacv1.ClusterRoleBinding:
-		*d = *any(src).(*rbacv1.ClusterRoleBinding)
-	default:
-		panic(fmt.Sprintf("tokens: copyInto: unexpected type %T", dst))
-	}
+	reflect.ValueOf(dst).Elem().Set(reflect.ValueOf(src).Elem())
 }
 
 // cachedFirst returns ws with its first read of each object served by Options.Cache,

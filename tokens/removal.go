@@ -151,6 +151,18 @@ func (m *Minter) Remove(ctx context.Context, ws client.Client, cluster logicalcl
 	for _, role := range m.opts.ClusterRoles {
 		objs = append(objs, removable{"ClusterRoleBinding", grClusterRoleBindings, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: m.roleRefBindingName(role)}}})
 	}
+	for _, nr := range m.opts.Namespaced {
+		at := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: nr.Namespace, Name: name} }
+		if len(nr.Rules) > 0 {
+			objs = append(objs,
+				removable{"RoleBinding", grRoleBindings, &rbacv1.RoleBinding{ObjectMeta: at(m.workloadName())}},
+				removable{"Role", grRoles, &rbacv1.Role{ObjectMeta: at(m.workloadName())}})
+		}
+		for _, role := range nr.Roles {
+			objs = append(objs, removable{"RoleBinding", grRoleBindings, &rbacv1.RoleBinding{ObjectMeta: at(m.roleRefBindingName(role))}})
+		}
+	}
+	objs = append(objs, m.staleObjects(cluster)...)
 	r := Removal{labels: m.opts.Labels}
 	for i, o := range objs {
 		name := objectName(client.ObjectKeyFromObject(o.obj))
@@ -194,9 +206,11 @@ type removable struct {
 func (m *Minter) hidden(ctx context.Context, ws client.Client, obj client.Object) bool {
 	probe := obj.DeepCopyObject().(client.Object)
 	probe.SetLabels(maps.Clone(m.opts.Labels))
-	if crb, ok := probe.(*rbacv1.ClusterRoleBinding); ok {
-		role, _ := m.roleOfBinding(crb.Name)
-		crb.RoleRef = rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role}
+	if want, ok := m.binding(probe.GetNamespace(), probe.GetName()); ok && kindOf(want) == kindOf(probe) {
+		// A binding needs its roleRef to pass validation; a role's rules may be empty.
+		ref, _ := bindingOf(want)
+		have, _ := bindingOf(probe)
+		*have = *ref
 	}
 	return apierrors.IsAlreadyExists(ws.Create(ctx, probe, client.DryRunAll))
 }

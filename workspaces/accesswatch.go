@@ -221,7 +221,11 @@ func (w *AccessWatch) watch(cfg *rest.Config) error {
 		return fmt.Errorf("access watch of %s: %w", cfg.Host, err)
 	}
 	vw := &vwWatch{informers: map[reflect.Type]toolscache.SharedIndexInformer{}}
-	for _, obj := range tokens.WatchedObjects() {
+	namespaced := false
+	for _, m := range w.minters {
+		namespaced = namespaced || m.Namespaced()
+	}
+	for _, obj := range tokens.WatchedObjects(namespaced) {
 		inf, err := c.GetInformer(w.ctx, obj, cache.BlockUntilSynced(false))
 		if err != nil {
 			return fmt.Errorf("access watch of %T: %w", obj, err)

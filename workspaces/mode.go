@@ -50,8 +50,13 @@ type Rights struct {
 	Rules []rbacv1.PolicyRule
 	// ClusterRoles are ClusterRoles of the workspace the credential is bound to as
 	// well (a declaration's RoleRefs, e.g. cluster-admin); a missing one keeps the
-	// tenant waiting with ClusterRoleMissing.
+	// tenant waiting with RoleMissing.
 	ClusterRoles []string
+	// Namespaced are the rules and Role refs the declaration scopes to a namespace,
+	// kept there through Roles and RoleBindings (which the export must claim:
+	// apiexport.RoleClaims); a missing namespace keeps the tenant waiting with
+	// NamespaceMissing.
+	Namespaced []tokens.NamespaceRights
 }
 
 // Mode is kcp mode for one kcp connection, assembled: the builder mounts it on a
@@ -80,7 +85,7 @@ func NewMode[T provider.Object](c kcpmode.Connection, opts ModeOptions[T]) (*Mod
 	newMinter := func(account string, rights Rights) *tokens.Minter {
 		return tokens.New(tokens.Options{
 			Direct: c.Direct, Identity: c.Identity, ProviderName: opts.Name, Account: account,
-			Rules: rights.Rules, ClusterRoles: rights.ClusterRoles, Labels: managedBy, Observe: metrics.TokenObserver(opts.Name),
+			Rules: rights.Rules, ClusterRoles: rights.ClusterRoles, Namespaced: rights.Namespaced, Labels: managedBy, Observe: metrics.TokenObserver(opts.Name),
 			Recheck: minterRecheck, Cache: access,
 		})
 	}

@@ -130,12 +130,17 @@ func (t *Tenancy[T]) ensure(ctx context.Context, tg engine.Target[T], m *tokens.
 	if err != nil {
 		var claim *tokens.ClaimNotAcceptedError
 		var foreign *tokens.NotManagedError
-		var missing *tokens.MissingClusterRoleError
+		var missing *tokens.MissingError
 		switch {
 		case errors.As(err, &missing):
 			// The tenant may create it; nothing watches for that but the retry.
-			log.FromContext(ctx).Info("a ClusterRole the provider binds to is missing in the workspace", "clusterRole", missing.Role)
-			return nil, &access.WaitingError{Reason: v1alpha1.ReasonClusterRoleMissing, Final: true,
+			log.FromContext(ctx).Info("what the provider's permissions refer to is missing in the workspace",
+				"kind", missing.Kind, "namespace", missing.Namespace, "name", missing.Name)
+			reason := v1alpha1.ReasonRoleMissing
+			if missing.Kind == "Namespace" {
+				reason = v1alpha1.ReasonNamespaceMissing
+			}
+			return nil, &access.WaitingError{Reason: reason, Final: true,
 				RequeueAfter: t.opts.RetryInterval, Message: missing.Error()}
 		case errors.As(err, &claim):
 			return nil, &access.WaitingError{Reason: v1alpha1.ReasonPermissionClaimMissing, Final: true,

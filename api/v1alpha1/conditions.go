@@ -114,10 +114,14 @@ const (
 	// ReasonConflictingObject: an object of the name the runtime needs exists without
 	// the runtime's managed-by label; the message says what to do.
 	ReasonConflictingObject = "ConflictingObject"
-	// ReasonClusterRoleMissing (kcp mode): a ClusterRole the provider binds its
+	// ReasonRoleMissing (kcp mode): a ClusterRole or Role the provider binds its
 	// credential to (a RoleRef of its declared permissions) does not exist in the
 	// workspace; the message names it. Served once it exists.
-	ReasonClusterRoleMissing = "ClusterRoleMissing"
+	ReasonRoleMissing = "RoleMissing"
+	// ReasonNamespaceMissing (kcp mode): the provider declares permissions for a
+	// namespace the workspace does not have; the message names it. The runtime
+	// creates no namespace in a tenant's workspace. Served once it exists.
+	ReasonNamespaceMissing = "NamespaceMissing"
 	// ReasonCleanupBlocked: deletion cannot finish removing what the runtime created
 	// (a permission claim was rejected, say); the message names what is left and how
 	// to let the runtime finish.

@@ -10,7 +10,6 @@ import (
 	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
 	"sigs.k8s.io/yaml"
 
-	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/command"
 	"github.com/openmcp-project/kcp-serviceprovider/examples/echo"
 )
@@ -58,8 +57,18 @@ func TestSampleBindingAcceptsExactlyTheRequiredClaims(t *testing.T) {
 		}
 		got[c.Group+"/"+c.Resource] = c.Verbs
 	}
+	// apiexport.yaml is what run provisions (TestKCPManifestsUpToDate).
+	exported, err := os.ReadFile(filepath.Join("config", "kcp", "apiexport.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	export := &apisv1alpha2.APIExport{}
+	docs := bytes.Split(exported, []byte("\n---\n"))
+	if err := yaml.Unmarshal(docs[len(docs)-1], export); err != nil || export.Kind != "APIExport" {
+		t.Fatalf("the last document of apiexport.yaml is no APIExport: %v", err)
+	}
 	want := map[string][]string{}
-	for _, c := range apiexport.RequiredPermissionClaims() {
+	for _, c := range export.Spec.PermissionClaims {
 		want[c.Group+"/"+c.Resource] = c.Verbs
 	}
 	if !reflect.DeepEqual(got, want) {

@@ -38,10 +38,11 @@ func WorkloadPermissions() workload.Permissions {
 }
 
 // MCPPermissions are the provider's own rights on the end-user cluster: writing the
-// one ConfigMap it publishes to the tenant (InfoConfigMap). create cannot be narrowed
-// to a name; the others are. The worker does not get them (WorkerMCPPermissions).
+// one ConfigMap it publishes to the tenant (InfoConfigMap), in its namespace only
+// (a Role there, in both modes). create cannot be narrowed to a name; the others are.
+// The worker does not get them (WorkerMCPPermissions).
 func MCPPermissions() workload.Permissions {
-	return workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+	return workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Namespace: InfoNamespace, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "update", "delete"}, ResourceNames: []string{InfoConfigMap}},
 	}}}}

@@ -3,10 +3,13 @@
 package e2e
 
 import (
+	"slices"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -58,6 +61,22 @@ func TestEchoBothModes(t *testing.T) {
 			info := &corev1.ConfigMap{}
 			if err := tn.EndUser.Get(ctx, client.ObjectKey{Namespace: echo.InfoNamespace, Name: echo.InfoConfigMap}, info); err != nil {
 				t.Fatalf("%s on the end-user cluster: %v", echo.InfoConfigMap, err)
+			}
+			// The provider's own rights, declared for InfoNamespace, are a Role there in
+			// both modes, never cluster-wide.
+			declared := echo.MCPPermissions().Rules[0].Rules
+			roles, clusterRoles := &rbacv1.RoleList{}, &rbacv1.ClusterRoleList{}
+			if err := tn.EndUser.List(ctx, roles, client.InNamespace(echo.InfoNamespace)); err != nil {
+				t.Fatal(err)
+			}
+			if err := tn.EndUser.List(ctx, clusterRoles); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(roles.Items, func(r rbacv1.Role) bool { return equality.Semantic.DeepEqual(r.Rules, declared) }) {
+				t.Errorf("no Role in namespace %s holds the provider's rules %+v", echo.InfoNamespace, declared)
+			}
+			if i := slices.IndexFunc(clusterRoles.Items, func(r rbacv1.ClusterRole) bool { return equality.Semantic.DeepEqual(r.Rules, declared) }); i >= 0 {
+				t.Errorf("ClusterRole %s grants the rules declared for namespace %s cluster-wide", clusterRoles.Items[i].Name, echo.InfoNamespace)
 			}
 			// The worker's kubeconfig holds the worker's credential: it reads Echo
 			// objects, and may not touch what the provider publishes with its own.
