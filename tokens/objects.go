@@ -58,8 +58,7 @@ func (m *Minter) ensureObjects(ctx context.Context, ws client.Client, cluster lo
 		changes = c.describe(changes, "ClusterRoleBinding", b.GetName())
 	}
 	for _, nr := range m.opts.Namespaced {
-		if len(nr.Rules) > 0 {
-			role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: nr.Namespace, Name: m.workloadName()}, Rules: nr.Rules}
+		if role, ok := m.role(nr.Namespace, m.workloadName()); ok {
 			more, err := m.ensurePair(ctx, ws, role, m.workloadSubjects())
 			if err != nil {
 				return "", nil, err
@@ -144,11 +143,16 @@ func (m *Minter) binding(namespace, name string) (b client.Object, ok bool) {
 	if name != m.requesterName() || namespace != "" {
 		subjects = m.workloadSubjects()
 	}
+	return newBinding(namespace, name, ref, subjects), true
+}
+
+// newBinding is a ClusterRoleBinding (namespace empty) or a RoleBinding in namespace.
+func newBinding(namespace, name string, ref rbacv1.RoleRef, subjects []rbacv1.Subject) client.Object {
 	meta := metav1.ObjectMeta{Namespace: namespace, Name: name}
 	if namespace == "" {
-		return &rbacv1.ClusterRoleBinding{ObjectMeta: meta, RoleRef: ref, Subjects: subjects}, true
+		return &rbacv1.ClusterRoleBinding{ObjectMeta: meta, RoleRef: ref, Subjects: subjects}
 	}
-	return &rbacv1.RoleBinding{ObjectMeta: meta, RoleRef: ref, Subjects: subjects}, true
+	return &rbacv1.RoleBinding{ObjectMeta: meta, RoleRef: ref, Subjects: subjects}
 }
 
 // role is the role the Minter keeps under name in namespace (a ClusterRole when
@@ -221,11 +225,7 @@ func (m *Minter) ensurePair(ctx context.Context, ws client.Client, role client.O
 		return nil, err
 	}
 	ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: bindingKind, Name: role.GetName()}
-	meta := metav1.ObjectMeta{Namespace: role.GetNamespace(), Name: role.GetName()}
-	var b client.Object = &rbacv1.ClusterRoleBinding{ObjectMeta: meta, RoleRef: ref, Subjects: subjects}
-	if meta.Namespace != "" {
-		b = &rbacv1.RoleBinding{ObjectMeta: meta, RoleRef: ref, Subjects: subjects}
-	}
+	b := newBinding(role.GetNamespace(), role.GetName(), ref, subjects)
 	bindingChange, err := m.ensureBinding(ctx, ws, b)
 	if err != nil {
 		return nil, err
