@@ -83,20 +83,23 @@ func surface(t testing.TB, exportName string, crd *apiextensionsv1.CustomResourc
 	return s
 }
 
-// providerWorkspace starts a real kcp with a provider workspace and returns a context
-// bounding the test, kcp, the workspace's path and a client of it.
+// providerWorkspace returns a context bounding the test, the package's kcp, and the
+// path of a provider workspace and a client of it; the provider workspace is in a
+// workspace of the test's own (its parent), where the test's tenants go too.
 func providerWorkspace(t *testing.T) (context.Context, *harness.KCP, logicalcluster.Path, client.Client) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	k := harness.StartKCP(t)
-	providerPath, _ := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "provider")
+	k := harness.SharedKCP(t)
+	root, _ := k.OwnWorkspace(ctx, t)
+	providerPath, _ := k.CreateWorkspace(ctx, t, root, "provider")
 	return ctx, k, providerPath, k.ClientFor(t, providerPath)
 }
 
 // TestProvision runs the provisioning scenarios against one real kcp, in order: each
 // builds on the export the previous one left behind.
 func TestProvision(t *testing.T) {
+	t.Parallel()
 	ctx, k, providerPath, c := providerWorkspace(t)
 	opts := apiexport.Options{Timeout: time.Minute}
 

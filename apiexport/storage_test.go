@@ -28,7 +28,9 @@ import (
 // the export; then v1alpha1 goes, every object stays readable with its fields, and the
 // tenant saw no error.
 func TestStorageMigrationInKCP(t *testing.T) {
+	t.Parallel()
 	ctx, k, providerPath, c := providerWorkspace(t)
+	root, _ := providerPath.Parent()
 	opts := apiexport.Options{Timeout: time.Minute}
 	if _, err := apiexport.Provision(ctx, c, surface(t, "widgets", widgetCRD2("color")), opts); err != nil {
 		t.Fatal(err)
@@ -39,7 +41,7 @@ func TestStorageMigrationInKCP(t *testing.T) {
 	const tenants, perTenant = 3, 10
 	var clients []dynamic.NamespaceableResourceInterface
 	for i := range tenants {
-		path, _ := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), fmt.Sprintf("tenant-%d", i))
+		path, _ := k.CreateWorkspace(ctx, t, root, fmt.Sprintf("tenant-%d", i))
 		k.CreateAPIBinding(ctx, t, path, "widgets", providerPath, "widgets", nil)
 		dyn, err := dynamic.NewForConfig(k.ConfigFor(path))
 		if err != nil {
@@ -105,7 +107,7 @@ func TestStorageMigrationInKCP(t *testing.T) {
 	}
 	for i := range clients {
 		harness.Eventually(ctx, t, time.Minute, fmt.Sprintf("tenant %d's widgets through v1beta1 alone", i), func(ctx context.Context) error {
-			path := logicalcluster.NewPath("root").Join(fmt.Sprintf("tenant-%d", i))
+			path := root.Join(fmt.Sprintf("tenant-%d", i))
 			dyn, err := dynamic.NewForConfig(k.ConfigFor(path))
 			if err != nil {
 				return err

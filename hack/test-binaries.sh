@@ -10,8 +10,13 @@
 # Environment:
 #   KSP_CACHE_DIR   cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/kcp-serviceprovider)
 #
-# The big builds run one after the other: each link peaks at about 2.5 GB and the
-# machines here have two cores.
+# A cold build runs in two lanes at once, kcp's in one and everything else in the
+# other: each `go build` compiles on both cores but links its binaries one core each,
+# so a lane linking (a minute or more for kcp and kube-apiserver) leaves a core to the
+# other lane's compiles. Each lane builds a tools module's binaries in one `go build`,
+# which compiles their shared packages once and links them side by side (a link peaks
+# at about 2.5 GB; the machines here have 24). The modules of every lane are downloaded
+# first, all at once, so that no compile waits on the network.
 set -euo pipefail
 
 # Everything runs inside main so that bash has parsed the whole file before the long
@@ -43,6 +48,27 @@ assets="$cache/assets/$(key kcp)-$(key kube)-$(key operator)-$flux_key"
 
 log() { echo "test-binaries: $*" >&2; }
 
+# timed NAME CMD... runs CMD and says how long it took, so that a cold run's log shows
+# what each step costs.
+timed() {
+  local name=$1 start=$SECONDS; shift
+  "$@"
+  local took=$((SECONDS - start))
+  [ "$took" -gt 1 ] && log "$name: $((took / 60)) min $((took % 60)) s"
+  return 0
+}
+
+# download_all fetches the modules of every tools module at once (network, not CPU).
+download_all() {
+  local m pids=()
+  for m in kcp kube operator flux-source flux-helm registry; do
+    (cd "$repo/hack/tools/$m" && go mod download) &
+    pids+=($!)
+  done
+  local p
+  for p in "${pids[@]}"; do wait "$p"; done
+}
+
 # build_kcp_cmds OUT CMD... builds kcp v0.30.0's commands CMD (under cmd/) into the
 # folder OUT: kcp's source with hack/tools/kcp/patches/ applied (each file says why),
 # built through a copy of the tools module that replaces kcp with it. With -trimpath
@@ -73,29 +99,38 @@ build_kcp_cmds() {
   done
   cp "$repo/hack/tools/kcp/go.mod" "$repo/hack/tools/kcp/go.sum" "$out.tmp/mod/"
   go mod edit -replace "github.com/kcp-dev/kcp=$patched" "$out.tmp/mod/go.mod"
-  local cmd
-  for cmd in "$@"; do
-    (cd "$repo/hack/tools/kcp" && go build -modfile="$out.tmp/mod/go.mod" -trimpath -ldflags "-s -w $ld" -o "$out.tmp/$cmd" "github.com/kcp-dev/kcp/cmd/$cmd")
-  done
+  local cmd pkgs=()
+  for cmd in "$@"; do pkgs+=("github.com/kcp-dev/kcp/cmd/$cmd"); done
+  (cd "$repo/hack/tools/kcp" && go build -modfile="$out.tmp/mod/go.mod" -trimpath -ldflags "-s -w $ld" -o "$out.tmp/" "${pkgs[@]}")
   rm -rf "$out.tmp/src" "$out.tmp/mod"
   rm -rf "$out" && mv "$out.tmp" "$out"
 }
 
+# build_kcp builds kcp and, for a sharded kcp (localenv's KCPOptions.Shards), its
+# cache-server and kcp-front-proxy: in one go build when both folders are missing.
 build_kcp() {
-  [ -x "$kcp_dir/kcp" ] && return 0
-  log "building kcp v0.30.0 (patched, see hack/tools/kcp/patches) into $kcp_dir (cold: about 11 minutes)"
-  build_kcp_cmds "$kcp_dir" kcp
-}
-
-build_kcp_sharding() {
-  [ -x "$kcp_sharding_dir/cache-server" ] && [ -x "$kcp_sharding_dir/kcp-front-proxy" ] && return 0
-  log "building kcp v0.30.0's cache-server and kcp-front-proxy into $kcp_sharding_dir (after kcp, which compiled most of their packages: about a minute)"
-  build_kcp_cmds "$kcp_sharding_dir" cache-server kcp-front-proxy
+  local have_kcp=0 have_sharding=0
+  [ -x "$kcp_dir/kcp" ] && have_kcp=1
+  [ -x "$kcp_sharding_dir/cache-server" ] && [ -x "$kcp_sharding_dir/kcp-front-proxy" ] && have_sharding=1
+  if [ $have_kcp = 0 ] && [ $have_sharding = 0 ]; then
+    log "building kcp v0.30.0 (patched, see hack/tools/kcp/patches) with its cache-server and kcp-front-proxy into $kcp_dir and $kcp_sharding_dir"
+    build_kcp_cmds "$kcp_dir.all" kcp cache-server kcp-front-proxy
+    rm -rf "$kcp_sharding_dir" && mkdir -p "$kcp_sharding_dir.tmp"
+    mv "$kcp_dir.all/cache-server" "$kcp_dir.all/kcp-front-proxy" "$kcp_sharding_dir.tmp/"
+    mv "$kcp_sharding_dir.tmp" "$kcp_sharding_dir"
+    rm -rf "$kcp_dir" && mv "$kcp_dir.all" "$kcp_dir"
+  elif [ $have_kcp = 0 ]; then
+    log "building kcp v0.30.0 (patched, see hack/tools/kcp/patches) into $kcp_dir"
+    build_kcp_cmds "$kcp_dir" kcp
+  elif [ $have_sharding = 0 ]; then
+    log "building kcp v0.30.0's cache-server and kcp-front-proxy into $kcp_sharding_dir"
+    build_kcp_cmds "$kcp_sharding_dir" cache-server kcp-front-proxy
+  fi
 }
 
 build_kube() {
   [ -x "$kube_dir/kube-apiserver" ] && [ -x "$kube_dir/etcd" ] && [ -x "$kube_dir/kubectl" ] && return 0
-  log "building kube-apiserver, kubectl v1.36.0 and etcd v3.6.8 into $kube_dir (cold: about 7 minutes)"
+  log "building kube-apiserver, kubectl v1.36.0 and etcd v3.6.8 into $kube_dir"
   local ver="v1.36.0" date
   date=$(date -u +'%Y-%m-%dT%H:%M:%SZ')
   local ld=""
@@ -103,19 +138,20 @@ build_kube() {
     ld+=" -X $pkg.gitVersion=$ver -X $pkg.gitMajor=1 -X $pkg.gitMinor=36"
     ld+=" -X $pkg.gitCommit=v1.36.0 -X $pkg.gitTreeState=clean -X $pkg.buildDate=$date"
   done
-  mkdir -p "$kube_dir.tmp"
+  rm -rf "$kube_dir.tmp" && mkdir -p "$kube_dir.tmp"
+  # One build: etcd ignores the version variables, which it does not have; go build
+  # names its binary after the module's last element before the major version.
   (
     cd "$repo/hack/tools/kube"
-    go build -trimpath -ldflags "-s -w $ld" -o "$kube_dir.tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-    go build -trimpath -ldflags "-s -w $ld" -o "$kube_dir.tmp/kubectl" k8s.io/kubernetes/cmd/kubectl
-    go build -trimpath -ldflags "-s -w" -o "$kube_dir.tmp/etcd" go.etcd.io/etcd/server/v3
+    go build -trimpath -ldflags "-s -w $ld" -o "$kube_dir.tmp/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl go.etcd.io/etcd/server/v3
   )
+  mv "$kube_dir.tmp/server" "$kube_dir.tmp/etcd"
   rm -rf "$kube_dir" && mv "$kube_dir.tmp" "$kube_dir"
 }
 
 build_operator() {
   [ -x "$operator_dir/openmcp-operator" ] && return 0
-  log "building openmcp-operator v1.3.0 into $operator_dir (cold: about 2.5 minutes)"
+  log "building openmcp-operator v1.3.0 into $operator_dir"
   mkdir -p "$operator_dir.tmp"
   (cd "$repo/hack/tools/operator" && go build -trimpath -ldflags "-s -w" -o "$operator_dir.tmp/openmcp-operator" github.com/openmcp-project/openmcp-operator/cmd/openmcp-operator)
   rm -rf "$operator_dir" && mv "$operator_dir.tmp" "$operator_dir"
@@ -123,7 +159,7 @@ build_operator() {
 
 build_flux() {
   [ -x "$flux_dir/source-controller" ] && [ -x "$flux_dir/helm-controller" ] && [ -x "$flux_dir/helm" ] && [ -x "$flux_dir/registry" ] && return 0
-  log "building Flux source-controller v1.9.3, helm-controller v1.6.2, helm v4.2.2 and registry v3.1.2 into $flux_dir (cold: about 8 minutes)"
+  log "building Flux source-controller v1.9.3, helm-controller v1.6.2, helm v4.2.2 and registry v3.1.2 into $flux_dir"
   rm -rf "$flux_dir.tmp" && mkdir -p "$flux_dir.tmp/crds"
   local src
   (
@@ -134,8 +170,7 @@ build_flux() {
   )
   (
     cd "$repo/hack/tools/flux-helm"
-    go build -trimpath -ldflags "-s -w" -o "$flux_dir.tmp/helm-controller" github.com/fluxcd/helm-controller
-    go build -trimpath -ldflags "-s -w" -o "$flux_dir.tmp/helm" helm.sh/helm/v4/cmd/helm
+    go build -trimpath -ldflags "-s -w" -o "$flux_dir.tmp/" github.com/fluxcd/helm-controller helm.sh/helm/v4/cmd/helm
     src=$(go list -m -f '{{.Dir}}' github.com/fluxcd/helm-controller)
     cp "$src"/config/crd/bases/*.yaml "$flux_dir.tmp/crds/"
   )
@@ -145,11 +180,27 @@ build_flux() {
 }
 
 case "${1:-all}" in
-  kcp) build_kcp; build_kcp_sharding ;;
-  kube) build_kube ;;
-  operator) build_operator ;;
-  flux) build_flux ;;
-  all) build_kcp; build_kcp_sharding; build_kube; build_operator; build_flux ;;
+  kcp) timed kcp build_kcp ;;
+  kube) timed kube build_kube ;;
+  operator) timed operator build_operator ;;
+  flux) timed flux build_flux ;;
+  all)
+    if ! [ -x "$kcp_dir/kcp" ] || ! [ -x "$kcp_sharding_dir/kcp-front-proxy" ] || ! [ -x "$kube_dir/kube-apiserver" ] ||
+      ! [ -x "$operator_dir/openmcp-operator" ] || ! [ -x "$flux_dir/registry" ]; then
+      timed "module downloads" download_all
+      # The lanes: kcp's (the longest build) beside all the others. Each is a
+      # subshell under set -e, so a failed build stops its lane before anything is
+      # moved into the cache.
+      local kcp_lane rest_lane failed=0
+      (timed kcp build_kcp) &
+      kcp_lane=$!
+      (timed kube build_kube; timed operator build_operator; timed flux build_flux) &
+      rest_lane=$!
+      wait "$kcp_lane" || failed=1
+      wait "$rest_lane" || failed=1
+      [ "$failed" = 0 ] || { log "a build failed (its output is above)"; exit 1; }
+    fi
+    ;;
   *) echo "usage: $0 [all|kcp|kube|operator|flux]" >&2; exit 2 ;;
 esac
 

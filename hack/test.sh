@@ -36,29 +36,50 @@ go test -run '^$' -fuzz FuzzIdentityNames -fuzztime 20000x ./cluster/
 slow=(./test/e2e-kcp ./test/e2e-faults ./test/e2e-binary)
 mod=$(go list -m)
 rest=$(go list ./... | grep -vxF -e "$mod/test/e2e-kcp" -e "$mod/test/e2e-faults" -e "$mod/test/e2e-binary")
-# A failing test prints the logs of its servers after its "--- FAIL" line, and a CI
-# page shows the end of the output: the names of the failures are repeated last.
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+# The test binaries are linked without DWARF (-s -w: a third less linker time for the
+# 45 of them; stack traces keep their file and line). gotestsum runs go test -json: a line per package as it ends, a failing test's output
+# (with its servers' logs) as it fails, and at the end the packages by time, the slowest
+# tests and the names of the failures, which a CI page shows last.
+gotestsum=$(hack/tools.sh gotestsum)
+# KSP_TEST_RESULTS keeps the JSON of the run in a folder of one's choice.
+if [ -n "${KSP_TEST_RESULTS:-}" ]; then
+  results=$KSP_TEST_RESULTS
+  mkdir -p "$results"
+else
+  results=$(mktemp -d)
+  trap 'rm -rf "$results"' EXIT
+fi
 status=0
 # shellcheck disable=SC2086 # rest is one package per word
-go test -p 2 -timeout 45m -count=1 "$@" "${slow[@]}" $rest 2>&1 | tee "$out" || status=$?
+"$gotestsum" --format pkgname-and-test-fails --hide-summary=skipped,output --jsonfile "$results/test.json" -- \
+  -p 2 -timeout 45m -count=1 -ldflags='-s -w' "$@" "${slow[@]}" $rest || status=$?
 # The migration suite is a module of its own (it links opencontrolplane-runtime, which
 # the product module must not); it runs after the others, alone on the two cores. Its
 # counts (requests and UIDs, workers, leftovers after the rollback) are printed; its
 # servers' logs only when it fails.
-mig=$(mktemp)
-trap 'rm -f "$out" "$mig"' EXIT
 mstatus=0
-(cd test/e2e-migration && go test -count=1 -timeout 20m -v "$@" ./...) >"$mig" 2>&1 || mstatus=$?
+(cd test/e2e-migration && "$gotestsum" --format standard-verbose --hide-summary=skipped,output --jsonfile "$results/migration.json" -- \
+  -count=1 -timeout 20m "$@" ./...) >"$results/migration.log" 2>&1 || mstatus=$?
 if [ "$mstatus" -ne 0 ]; then
-  tee -a "$out" <"$mig"
+  cat "$results/migration.log"
   status=$mstatus
 else
-  grep -E '^[[:space:]]+migration_test\.go:[0-9]+:|^(--- |ok[[:space:]])' "$mig" || true
+  grep -E '^[[:space:]]+migration_test\.go:[0-9]+:|^(--- |ok[[:space:]])' "$results/migration.log" || true
 fi
+
+summary() {
+  echo
+  echo "test: packages by time (seconds):"
+  cat "$results"/*.json | sed -nE 's/.*"Action":"(pass|fail)","Package":"([^"]*)","Elapsed":([0-9.]+)\}$/\3 \1 \2/p' |
+    sort -rn | head -25 | awk '{printf "  %8.1f  %-4s  %s\n", $1, $2, $3}' || true
+  echo "test: the slowest tests:"
+  for f in "$results"/test.json "$results"/migration.json; do
+    if [ -s "$f" ]; then "$gotestsum" tool slowest --jsonfile "$f" --threshold 20s; fi
+  done | head -20 | sed 's/^/  /' || true
+}
+summary >&2
 if [ "$status" -ne 0 ]; then
-  echo "test: failed (go test exit $status):" >&2
-  grep -E '^[[:space:]]*--- FAIL|^FAIL[[:space:]]|^panic: ' "$out" >&2 || true
+  echo "test: failed (exit $status):" >&2
+  cat "$results"/*.json | sed -nE 's/.*"Action":"fail","Package":"([^"]*)","Test":"([^"]*)".*/  --- FAIL: \2 (\1)/p' >&2 || true
 fi
 exit "$status"

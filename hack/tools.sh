@@ -4,13 +4,15 @@
 # is rebuilt only when its module's go.mod or go.sum changes.
 #   hack/tools.sh controller-gen
 #   hack/tools.sh golangci-lint
+#   hack/tools.sh gotestsum
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache=${KSP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kcp-serviceprovider}
 case "${1:-}" in
   controller-gen) mod=codegen pkg=sigs.k8s.io/controller-tools/cmd/controller-gen ;;
   golangci-lint) mod=lint pkg=github.com/golangci/golangci-lint/v2/cmd/golangci-lint ;;
-  *) echo "usage: $0 controller-gen|golangci-lint" >&2; exit 2 ;;
+  gotestsum) mod=gotestsum pkg=gotest.tools/gotestsum ;;
+  *) echo "usage: $0 controller-gen|golangci-lint|gotestsum" >&2; exit 2 ;;
 esac
 key=$(cat "$repo/hack/tools/$mod/go.mod" "$repo/hack/tools/$mod/go.sum" | sha256sum | cut -c1-16)
 dir="$cache/$mod-$key"

@@ -55,6 +55,7 @@ var workloadRules = []rbacv1.PolicyRule{
 // TestMinterGlobalServiceAccounts runs the credential flow on a kcp with the
 // GlobalServiceAccount feature gate, where the runtime is bound by its own name.
 func TestMinterGlobalServiceAccounts(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	e := setup(ctx, t, harness.WithFeatureGates("GlobalServiceAccount=true"))
@@ -376,6 +377,7 @@ func TestMinterGlobalServiceAccounts(t *testing.T) {
 // TestMinterDefaultGates runs the flow on a kcp with default feature gates: the Minter
 // must find out that only the provider workspace's group subject works.
 func TestMinterDefaultGates(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	e := setup(ctx, t)
@@ -436,6 +438,7 @@ func TestMinterDefaultGates(t *testing.T) {
 // exist (a restarted runtime whose watch has not seen them) still ends with them as
 // the Minter wants them, and a working credential.
 func TestMinterReadsFromCache(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	e := setup(ctx, t)
@@ -503,10 +506,13 @@ func (missingCache) Get(_ logicalcluster.Name, key client.ObjectKey, obj client.
 	return apierrors.NewNotFound(schema.GroupResource{Resource: fmt.Sprintf("%T", obj)}, key.Name)
 }
 
-// env is a kcp with a provider workspace serving the widgets export and a runtime
-// ServiceAccount sp/runtime there.
+// env is the package's kcp with a provider workspace of the test's own serving the
+// widgets export and a runtime ServiceAccount sp/runtime there.
 type env struct {
-	k            *harness.KCP
+	k *harness.KCP
+	// root is the test's own workspace on the package's kcp, the parent of its
+	// provider and tenant workspaces.
+	root         logicalcluster.Path
 	providerPath logicalcluster.Path
 	providerLC   logicalcluster.Name
 	vwURL        string
@@ -522,8 +528,10 @@ type tenantWS struct {
 
 func setup(ctx context.Context, t *testing.T, opts ...harness.KCPOption) *env {
 	t.Helper()
-	e := &env{k: harness.StartKCP(t, opts...)}
-	e.providerPath, e.providerLC = e.k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "provider")
+	e := &env{k: harness.SharedKCP(t, opts...)}
+	// The test's own workspaces are under one of its own: the kcp is the package's.
+	e.root, _ = e.k.OwnWorkspace(ctx, t)
+	e.providerPath, e.providerLC = e.k.CreateWorkspace(ctx, t, e.root, "provider")
 	admin := e.k.ClientFor(t, e.providerPath)
 	s, err := apiexport.FromCRD(exportName, widgetCRD()).APISurface()
 	if err != nil {
@@ -566,7 +574,7 @@ func (e *env) tenant(ctx context.Context, t *testing.T, name string, states map[
 // tenantWithSelector is tenant accepting the claims only for objects matching selector.
 func (e *env) tenantWithSelector(ctx context.Context, t *testing.T, name string, states map[string]apisv1alpha2.AcceptablePermissionClaimState, selector apisv1alpha2.PermissionClaimSelector) tenantWS {
 	t.Helper()
-	path, lc := e.k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), name)
+	path, lc := e.k.CreateWorkspace(ctx, t, e.root, name)
 	var claims []apisv1alpha2.AcceptablePermissionClaim
 	accept := e.claims
 	if accept == nil {
@@ -780,6 +788,7 @@ func ptr[T any](v T) *T { return &v }
 // a *MissingError and nothing is bound to it; once the tenant creates it,
 // the credential has its rights; Remove deletes the binding and leaves the role.
 func TestMinterBindsDeclaredClusterRoles(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	e := setup(ctx, t)
@@ -866,6 +875,7 @@ func TestMinterBindsDeclaredClusterRoles(t *testing.T) {
 // the tenant's Role. The tenant accepts the claims for the
 // runtime's labelled objects only, which hides its own Role from the runtime.
 func TestMinterKeepsNamespacedRightsInTheirNamespace(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	e := setup(ctx, t)

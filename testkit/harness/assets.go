@@ -22,15 +22,19 @@ const missingHint = `run 'make test' (or export "$(hack/test-binaries.sh)")`
 //
 // Without the binaries it prints one line saying how to get them and exits 1, rather
 // than letting every test fail with a stack of start-up errors. Otherwise it removes
-// files left behind by test binaries that died without cleaning up, runs the tests
-// and removes this binary's scratch folder.
+// files left behind by test binaries that died without cleaning up, runs the tests,
+// stops the servers they shared (SharedKCP) and removes this binary's scratch folder.
 func Main(m *testing.M) {
 	if _, err := localenv.AssetsDir(); err != nil {
 		fmt.Fprintf(os.Stderr, "test binaries missing (%v): %s\n", err, missingHint)
 		os.Exit(1)
 	}
 	localenv.SweepStaleRunDirs()
+	shared.Lock()
+	shared.main = true
+	shared.Unlock()
 	code := m.Run()
+	stopShared()
 	localenv.RemoveRunDir()
 	os.Exit(code)
 }
