@@ -5,7 +5,18 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# Each step says what it took, so that a run's time can be read step by step.
+began_all=$SECONDS
+step() {
+  local name=$1 began=$SECONDS
+  shift
+  "$@"
+  echo "test: $name took $((SECONDS - began)) s" >&2
+}
+
+began=$SECONDS
 assets_line=$(hack/test-binaries.sh | tail -n 1)
+echo "test: servers took $((SECONDS - began)) s" >&2
 case "$assets_line" in
   KSP_TEST_ASSETS=*) export "$assets_line" ;;
   *) echo "test: hack/test-binaries.sh did not report the test binaries" >&2; exit 1 ;;
@@ -18,17 +29,17 @@ if [ -n "$unformatted" ]; then
   echo "$unformatted" >&2
   exit 1
 fi
-go vet ./...
-hack/lint.sh
-hack/verify.sh
+step vet go vet ./...
+step lint hack/lint.sh
+step verify hack/verify.sh
 
 # A brief fuzz of name derivation and spec.kcp validation (about 20 s in all; their seed
 # corpora also run in the go test below). A failure leaves its input in testdata/fuzz.
 # The budget is a count of executions, not a duration: Go 1.26's fuzz coordinator can
 # report a duration's expiry as a failure ("context deadline exceeded", golang/go#75804,
 # fixed in Go 1.27); it did so once in a CI run here on 2026-12-01.
-go test -run '^$' -fuzz FuzzValidateKCP -fuzztime 150000x ./api/v1alpha1/
-go test -run '^$' -fuzz FuzzIdentityNames -fuzztime 20000x ./cluster/
+step fuzz-kcp go test -run '^$' -fuzz FuzzValidateKCP -fuzztime 150000x ./api/v1alpha1/
+step fuzz-names go test -run '^$' -fuzz FuzzIdentityNames -fuzztime 20000x ./cluster/
 
 # Packages start kcp and kube-apiservers of their own; two at a time fit two cores.
 # The three longest (5-14 min each) go first, so that the two slots end together
@@ -50,16 +61,20 @@ else
   trap 'rm -rf "$results"' EXIT
 fi
 status=0
+began=$SECONDS
 # shellcheck disable=SC2086 # rest is one package per word
 "$gotestsum" --format pkgname-and-test-fails --hide-summary=skipped,output --jsonfile "$results/test.json" -- \
   -p 2 -timeout 45m -count=1 -ldflags='-s -w' "$@" "${slow[@]}" $rest || status=$?
+tests_took=$((SECONDS - began))
 # The migration suite is a module of its own (it links opencontrolplane-runtime, which
 # the product module must not); it runs after the others, alone on the two cores. Its
 # counts (requests and UIDs, workers, leftovers after the rollback) are printed; its
 # servers' logs only when it fails.
 mstatus=0
+began=$SECONDS
 (cd test/e2e-migration && "$gotestsum" --format standard-verbose --hide-summary=skipped,output --jsonfile "$results/migration.json" -- \
   -count=1 -timeout 20m "$@" ./...) >"$results/migration.log" 2>&1 || mstatus=$?
+migration_took=$((SECONDS - began))
 if [ "$mstatus" -ne 0 ]; then
   cat "$results/migration.log"
   status=$mstatus
@@ -69,6 +84,7 @@ fi
 
 summary() {
   echo
+  echo "test: tests (building their binaries included) took $tests_took s, the migration suite $migration_took s, the whole command $((SECONDS - began_all)) s"
   echo "test: packages by time (seconds):"
   cat "$results"/*.json | sed -nE 's/.*"Action":"(pass|fail)","Package":"([^"]*)","Elapsed":([0-9.]+)\}$/\3 \1 \2/p' |
     sort -rn | head -25 | awk '{printf "  %8.1f  %-4s  %s\n", $1, $2, $3}' || true

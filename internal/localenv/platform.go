@@ -17,6 +17,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -93,6 +94,10 @@ type ProviderWorkspace struct {
 	// RBACFile is a manifest applied in the workspace: the runtime's ServiceAccount and
 	// its rights.
 	RBACFile string
+	// ExportName, when set, is the APIExport the runtime serves, in place of the name
+	// the RBAC file's rules on apiexports/content give (the file grants the content of
+	// one export only).
+	ExportName string
 	// ServiceAccount is the runtime's identity (namespace and name) in the workspace.
 	ServiceAccount types.NamespacedName
 	// TokenTTL is the lifetime of the runtime's token. Default 24 hours.
@@ -257,7 +262,8 @@ func (e *Env) StartPlatform(ctx context.Context, opts PlatformOptions) (*Platfor
 		}
 	}
 	if opts.KCP && opts.Provider != nil {
-		if err := p.prepareProvider(ctx, *opts.Provider); err != nil {
+		var err error
+		if p.ProviderCluster, p.RuntimeKubeconfig, err = p.PrepareProvider(ctx, *opts.Provider); err != nil {
 			return nil, err
 		}
 	}
@@ -374,27 +380,36 @@ func registerControlPlanes(ctx context.Context, lp *localplatform.Platform, cps 
 	return nil
 }
 
-// prepareProvider does what a platform team does in kcp for a provider's runtime.
-func (p *Platform) prepareProvider(ctx context.Context, pw ProviderWorkspace) error {
+// PrepareProvider does what a platform team does in kcp for a provider's runtime and
+// returns the provider workspace's logical cluster and the runtime's kubeconfig. A
+// platform holds any number of provider workspaces, each with its own runtime.
+func (p *Platform) PrepareProvider(ctx context.Context, pw ProviderWorkspace) (logicalcluster.Name, []byte, error) {
+	if p.KCP == nil {
+		return "", nil, errors.New("a provider workspace needs the platform's kcp (PlatformOptions.KCP)")
+	}
 	path := logicalcluster.NewPath(pw.Path)
 	lc, err := p.KCP.CreateWorkspacePath(ctx, path)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
-	p.ProviderCluster = lc
 	admin := p.KCP.ConfigFor(path)
 	provider, err := client.New(admin, client.Options{})
 	if err != nil {
-		return fmt.Errorf("client for workspace %s: %w", path, err)
+		return "", nil, fmt.Errorf("client for workspace %s: %w", path, err)
 	}
 	if pw.RBACFile != "" {
-		if err := ApplyFile(ctx, provider, pw.RBACFile, nil); err != nil {
-			return fmt.Errorf("the runtime's RBAC in %s: %w", path, err)
+		var mutate func(*unstructured.Unstructured)
+		if pw.ExportName != "" {
+			mutate = func(o *unstructured.Unstructured) { contentOfExport(o, pw.ExportName) }
+		}
+		if err := ApplyFile(ctx, provider, pw.RBACFile, mutate); err != nil {
+			return "", nil, fmt.Errorf("the runtime's RBAC in %s: %w", path, err)
 		}
 	}
 	if pw.TokenTTL == 0 {
 		pw.TokenTTL = 24 * time.Hour
 	}
+	var kubeconfig []byte
 	if p.KCP.Sharded() {
 		// A shard refuses ServiceAccount tokens of workspaces on other shards (it
 		// looks the account up and does not find it): the runtime, which reaches every
@@ -403,31 +418,31 @@ func (p *Platform) prepareProvider(ctx context.Context, pw ProviderWorkspace) er
 		// (docs/design/sharded-kcp.md).
 		user := "kcp-serviceprovider:" + pw.ServiceAccount.Name
 		if err := bindUserLikeServiceAccount(ctx, provider, pw.ServiceAccount, user); err != nil {
-			return fmt.Errorf("binding %s in %s: %w", user, path, err)
+			return "", nil, fmt.Errorf("binding %s in %s: %w", user, path, err)
 		}
-		if p.RuntimeKubeconfig, err = p.KCP.ClientCertificateKubeconfig(path.String(), user); err != nil {
-			return err
+		if kubeconfig, err = p.KCP.ClientCertificateKubeconfig(path.String(), user); err != nil {
+			return "", nil, err
 		}
-	} else if p.RuntimeKubeconfig, err = ServiceAccountKubeconfig(ctx, admin, pw.ServiceAccount.Namespace, pw.ServiceAccount.Name, pw.TokenTTL); err != nil {
-		return err
+	} else if kubeconfig, err = ServiceAccountKubeconfig(ctx, admin, pw.ServiceAccount.Namespace, pw.ServiceAccount.Name, pw.TokenTTL); err != nil {
+		return "", nil, err
 	}
 	if pw.Secret.Name == "" {
-		return nil
+		return lc, kubeconfig, nil
 	}
 	pf, err := client.New(p.Platform.Config, client.Options{})
 	if err != nil {
-		return fmt.Errorf("client for the platform cluster: %w", err)
+		return "", nil, fmt.Errorf("client for the platform cluster: %w", err)
 	}
 	if err := pf.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pw.Secret.Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s: %w", pw.Secret.Namespace, err)
+		return "", nil, fmt.Errorf("creating namespace %s: %w", pw.Secret.Namespace, err)
 	}
 	if err := pf.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pw.Secret.Namespace, Name: pw.Secret.Name},
-		Data:       map[string][]byte{"kubeconfig": p.RuntimeKubeconfig},
+		Data:       map[string][]byte{"kubeconfig": kubeconfig},
 	}); err != nil {
-		return fmt.Errorf("creating Secret %s: %w", pw.Secret, err)
+		return "", nil, fmt.Errorf("creating Secret %s: %w", pw.Secret, err)
 	}
-	return nil
+	return lc, kubeconfig, nil
 }
 
 // bindUserLikeServiceAccount adds user as a subject to every ClusterRoleBinding and
@@ -469,4 +484,23 @@ func bindUserOnce(ctx context.Context, c client.Client, sa types.NamespacedName,
 		}
 	}
 	return nil
+}
+
+// contentOfExport has a ClusterRole's rules on apiexports/content name the export.
+func contentOfExport(o *unstructured.Unstructured, export string) {
+	if o.GetKind() != "ClusterRole" {
+		return
+	}
+	rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+	for _, r := range rules {
+		rule, ok := r.(map[string]any)
+		if !ok {
+			continue
+		}
+		resources, _, _ := unstructured.NestedStringSlice(rule, "resources")
+		if slices.Contains(resources, "apiexports/content") {
+			rule["resourceNames"] = []any{export}
+		}
+	}
+	_ = unstructured.SetNestedSlice(o.Object, rules, "rules")
 }

@@ -52,14 +52,15 @@ func TestMain(m *testing.M) { harness.Main(m) }
 // workspace's own client; then a third workspace binds after the controllers started
 // and a Widget changes, and both must follow.
 func TestAPIExportReconcilesEveryConsumer(t *testing.T) {
+	t.Parallel() // on the shared platform, as a provider of its own
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 
-	kcp := harness.StartKCP(t)
+	kcp := sharedPlatform(t, 1).KCP
 	kcpReady := time.Now()
 
-	root := logicalcluster.NewPath("root")
+	root, _ := kcp.OwnWorkspace(ctx, t)
 	providerPath, _ := kcp.CreateWorkspace(ctx, t, root, "provider")
 	consumerA, clusterA := kcp.CreateWorkspace(ctx, t, root, "consumer-a")
 	consumerB, clusterB := kcp.CreateWorkspace(ctx, t, root, "consumer-b")

@@ -7,5 +7,12 @@
 // cluster provider, multicluster-runtime) before any runtime code is involved: if it
 // fails, later failures are about the environment, not the runtime.
 //
+// Most tests share the package's platform (kcp of one or two shards, the platform and
+// workload clusters, the openmcp-operator), started by the first of them: each serves
+// a provider of its own name from a provider workspace of its own, its tenants in a
+// workspace of the test's, and they run in parallel (replica processes too, told the
+// provider's name). A test that restarts kcp (TestRuntimeKCPMode) or serves an
+// onboarding cluster beside kcp (TestOperations) has a platform to itself.
+//
 // The tests need the binaries of hack/test-binaries.sh (see package testkit/harness).
 package e2ekcp

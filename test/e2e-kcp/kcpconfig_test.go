@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kcp-dev/logicalcluster/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
-	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
@@ -29,17 +27,16 @@ import (
 // serving existing and new tenants with the configuration that last worked, and a fix
 // is applied within seconds. Then a spec.kcp that never worked shows as well.
 func TestBrokenKCPConfig(t *testing.T) {
+	t.Parallel() // on the shared platform, as a provider of its own
 	ctx := t.Context()
 	harness.LogToTest(t)
 	e := startKCPEnv(ctx, t, builder.Options{})
 	main := client.ObjectKey{Namespace: "default", Name: "main"}
 	good := *e.kcpSpec
-	waitKCPMode(ctx, t, e.pf, metav1.ConditionTrue, v1alpha1.ReasonKCPActive)
+	waitKCPMode(ctx, t, e.pf, e.name, metav1.ConditionTrue, v1alpha1.ReasonKCPActive)
 
 	tenantWS := func(name string) tenant {
-		path, lc := e.k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), name)
-		e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
-		return tenant{path: path, lc: lc, c: harness.NewClient(t, e.k.ConfigFor(path), e.scheme)}
+		return e.newTenant(ctx, t, name)
 	}
 	existing := tenantWS("tenant-existing")
 	newWidget(ctx, t, existing.c, "main", "blue")
@@ -70,45 +67,45 @@ func TestBrokenKCPConfig(t *testing.T) {
 		missing := good
 		missing.ProviderWorkspace = "root:does-not-exist"
 		e.setConfig(ctx, t, "hello", &missing)
-		c := waitKCPMode(ctx, t, e.pf, metav1.ConditionTrue, v1alpha1.ReasonProviderWorkspaceInaccessible)
-		for _, want := range []string{"serving with the configuration that last worked (workspace " + providerWS + ")", "root:does-not-exist"} {
+		c := waitKCPMode(ctx, t, e.pf, e.name, metav1.ConditionTrue, v1alpha1.ReasonProviderWorkspaceInaccessible)
+		for _, want := range []string{"serving with the configuration that last worked (workspace " + e.providerWS.String() + ")", "root:does-not-exist"} {
 			if !strings.Contains(c.Message, want) {
 				t.Errorf("message %q does not say %q", c.Message, want)
 			}
 		}
-		wantConfigEvent(ctx, t, e.pf, corev1.EventTypeWarning, v1alpha1.ReasonProviderWorkspaceInaccessible)
+		wantConfigEvent(ctx, t, e.pf, e.name, corev1.EventTypeWarning, v1alpha1.ReasonProviderWorkspaceInaccessible)
 		servedOnLastGood(t, "green", "tenant-new-1")
 
 		fixed := time.Now()
 		e.setConfig(ctx, t, "hello", &good)
-		waitKCPMode(ctx, t, e.pf, metav1.ConditionTrue, v1alpha1.ReasonKCPActive)
+		waitKCPMode(ctx, t, e.pf, e.name, metav1.ConditionTrue, v1alpha1.ReasonKCPActive)
 		t.Logf("MEASURE KCPMode Active %s after spec.kcp was set back", time.Since(fixed).Round(10*time.Millisecond))
-		wantConfigEvent(ctx, t, e.pf, corev1.EventTypeNormal, v1alpha1.ReasonKCPActive)
+		wantConfigEvent(ctx, t, e.pf, e.name, corev1.EventTypeNormal, v1alpha1.ReasonKCPActive)
 	})
 
 	t.Run("a kubeconfig Secret with garbage, then a token kcp refuses", func(t *testing.T) {
-		setSecret(ctx, t, e.pf, []byte("this is not a kubeconfig: [\x00"))
-		c := waitKCPMode(ctx, t, e.pf, metav1.ConditionTrue, v1alpha1.ReasonKCPKubeconfigInvalid)
+		setSecret(ctx, t, e.pf, e.secret, []byte("this is not a kubeconfig: [\x00"))
+		c := waitKCPMode(ctx, t, e.pf, e.name, metav1.ConditionTrue, v1alpha1.ReasonKCPKubeconfigInvalid)
 		if want := kcpSecretNS + "/" + kcpSecretName; !strings.Contains(c.Message, want) {
 			t.Errorf("message %q does not name the Secret %s", c.Message, want)
 		}
-		wantConfigEvent(ctx, t, e.pf, corev1.EventTypeWarning, v1alpha1.ReasonKCPKubeconfigInvalid)
+		wantConfigEvent(ctx, t, e.pf, e.name, corev1.EventTypeWarning, v1alpha1.ReasonKCPKubeconfigInvalid)
 		servedOnLastGood(t, "orange", "tenant-new-2")
 
-		fresh := serviceAccountKubeconfig(ctx, t, e.k, providerWS, "kcp-serviceprovider", "runtime")
-		setSecret(ctx, t, e.pf, withToken(t, fresh, "not-a-token-kcp-issued"))
-		c = waitKCPMode(ctx, t, e.pf, metav1.ConditionTrue, v1alpha1.ReasonKCPCredentialsInvalid)
+		fresh := serviceAccountKubeconfig(ctx, t, e.k, e.providerWS.String(), "kcp-serviceprovider", "runtime")
+		setSecret(ctx, t, e.pf, e.secret, withToken(t, fresh, "not-a-token-kcp-issued"))
+		c = waitKCPMode(ctx, t, e.pf, e.name, metav1.ConditionTrue, v1alpha1.ReasonKCPCredentialsInvalid)
 		if strings.Contains(c.Message, "not-a-token-kcp-issued") {
 			t.Errorf("the message quotes the token: %q", c.Message)
 		}
-		wantConfigEvent(ctx, t, e.pf, corev1.EventTypeWarning, v1alpha1.ReasonKCPCredentialsInvalid)
+		wantConfigEvent(ctx, t, e.pf, e.name, corev1.EventTypeWarning, v1alpha1.ReasonKCPCredentialsInvalid)
 		servedOnLastGood(t, "purple", "tenant-new-3")
 
 		// A new valid kubeconfig (a fresh token) is a new configuration: kcp mode
 		// switches to it.
 		fixed := time.Now()
-		setSecret(ctx, t, e.pf, fresh)
-		waitKCPMode(ctx, t, e.pf, metav1.ConditionTrue, v1alpha1.ReasonKCPActive)
+		setSecret(ctx, t, e.pf, e.secret, fresh)
+		waitKCPMode(ctx, t, e.pf, e.name, metav1.ConditionTrue, v1alpha1.ReasonKCPActive)
 		t.Logf("MEASURE KCPMode Active on a new kubeconfig %s after the Secret was fixed", time.Since(fixed).Round(10*time.Millisecond))
 		harness.Patch(ctx, t, existing.c, main, func(w *widget.Widget) { w.Spec.Color = "teal" })
 		wantConfigMap(ctx, t, e.wl, existing.lc, "hello", "teal")
@@ -116,7 +113,7 @@ func TestBrokenKCPConfig(t *testing.T) {
 
 	t.Run("a spec.kcp that never worked", func(t *testing.T) {
 		e.setConfig(ctx, t, "hello", nil)
-		waitKCPMode(ctx, t, e.pf, metav1.ConditionFalse, v1alpha1.ReasonKCPNotConfigured)
+		waitKCPMode(ctx, t, e.pf, e.name, metav1.ConditionFalse, v1alpha1.ReasonKCPNotConfigured)
 		harness.Eventually(ctx, t, time.Minute, "kcp mode stopped", func(context.Context) error {
 			if e.rt.KCPActive() {
 				return errors.New("still running")
@@ -126,7 +123,7 @@ func TestBrokenKCPConfig(t *testing.T) {
 		missing := good
 		missing.ProviderWorkspace = "root:does-not-exist"
 		e.setConfig(ctx, t, "hello", &missing)
-		c := waitKCPMode(ctx, t, e.pf, metav1.ConditionFalse, v1alpha1.ReasonProviderWorkspaceInaccessible)
+		c := waitKCPMode(ctx, t, e.pf, e.name, metav1.ConditionFalse, v1alpha1.ReasonProviderWorkspaceInaccessible)
 		if !strings.HasPrefix(c.Message, "kcp mode is not running") {
 			t.Errorf("message %q", c.Message)
 		}
@@ -136,21 +133,21 @@ func TestBrokenKCPConfig(t *testing.T) {
 
 		fixed := time.Now()
 		e.setConfig(ctx, t, "hello", &good)
-		waitKCPMode(ctx, t, e.pf, metav1.ConditionTrue, v1alpha1.ReasonKCPActive)
+		waitKCPMode(ctx, t, e.pf, e.name, metav1.ConditionTrue, v1alpha1.ReasonKCPActive)
 		t.Logf("MEASURE KCPMode Active %s after a never-working spec.kcp was fixed (kcp mode started)", time.Since(fixed).Round(10*time.Millisecond))
 		harness.Patch(ctx, t, existing.c, main, func(w *widget.Widget) { w.Spec.Color = "gold" })
 		wantConfigMap(ctx, t, e.wl, existing.lc, "hello", "gold")
 	})
 }
 
-// waitKCPMode waits until the ProviderConfig's KCPMode condition has status and reason
+// waitKCPMode waits until the ProviderConfig name's KCPMode condition has status and reason
 // for its current generation.
-func waitKCPMode(ctx context.Context, t testing.TB, pf client.Client, status metav1.ConditionStatus, reason string) metav1.Condition {
+func waitKCPMode(ctx context.Context, t testing.TB, pf client.Client, name string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	t.Helper()
 	var c metav1.Condition
 	harness.Eventually(ctx, t, 2*time.Minute, fmt.Sprintf("KCPMode %s/%s", status, reason), func(ctx context.Context) error {
 		pc := &widget.WidgetConfig{}
-		if err := pf.Get(ctx, client.ObjectKey{Name: spName}, pc); err != nil {
+		if err := pf.Get(ctx, client.ObjectKey{Name: name}, pc); err != nil {
 			return err
 		}
 		got := meta.FindStatusCondition(pc.Status.Conditions, v1alpha1.ConditionKCPMode)
@@ -166,11 +163,11 @@ func waitKCPMode(ctx context.Context, t testing.TB, pf client.Client, status met
 	return c
 }
 
-// wantConfigEvent waits for an event of the type and reason on the ProviderConfig.
-func wantConfigEvent(ctx context.Context, t testing.TB, pf client.Client, eventType, reason string) {
+// wantConfigEvent waits for an event of the type and reason on the ProviderConfig name.
+func wantConfigEvent(ctx context.Context, t testing.TB, pf client.Client, name string, eventType, reason string) {
 	t.Helper()
 	harness.Eventually(ctx, t, time.Minute, fmt.Sprintf("%s event %s on the ProviderConfig", eventType, reason), func(ctx context.Context) error {
-		items, err := eventsRegarding(ctx, pf, "WidgetConfig", client.ObjectKey{Name: spName})
+		items, err := eventsRegarding(ctx, pf, "WidgetConfig", client.ObjectKey{Name: name})
 		if err != nil {
 			return err
 		}
@@ -185,11 +182,11 @@ func wantConfigEvent(ctx context.Context, t testing.TB, pf client.Client, eventT
 	})
 }
 
-// setSecret replaces the kubeconfig in the Secret spec.kcp names.
-func setSecret(ctx context.Context, t testing.TB, pf client.Client, kubeconfig []byte) {
+// setSecret replaces the kubeconfig in the Secret at key (the one spec.kcp names).
+func setSecret(ctx context.Context, t testing.TB, pf client.Client, key client.ObjectKey, kubeconfig []byte) {
 	t.Helper()
 	s := &corev1.Secret{}
-	if err := pf.Get(ctx, client.ObjectKey{Namespace: kcpSecretNS, Name: kcpSecretName}, s); err != nil {
+	if err := pf.Get(ctx, key, s); err != nil {
 		t.Fatal(err)
 	}
 	s.Data["kubeconfig"] = kubeconfig

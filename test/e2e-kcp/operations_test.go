@@ -112,7 +112,7 @@ func TestOperations(t *testing.T) {
 			t.Errorf("readyz:\n%s", body)
 		}
 		wantProbe(ctx, t, a, "/healthz", http.StatusOK)
-		waitKCPMode(ctx, t, pf, metav1.ConditionFalse, v1alpha1.ReasonKCPKubeconfigInvalid)
+		waitKCPMode(ctx, t, pf, spName, metav1.ConditionFalse, v1alpha1.ReasonKCPKubeconfigInvalid)
 
 		if err := pf.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: kcpSecretNS, Name: kcpSecretName},
@@ -184,7 +184,7 @@ func TestOperations(t *testing.T) {
 		wantMetricSum(ctx, t, []*replica{a, b}, "serviceprovider_kcp_workspaces_owned", nil, float64(len(tenants)))
 		wantMetricSum(ctx, t, []*replica{a, b}, "serviceprovider_engine_workspaces_engaged", labels{"mode": "kcp"}, float64(len(tenants)))
 		for _, tn := range tenants {
-			t.Logf("%s served by replica %s", tn.path, soleWriter(ctx, t, tn, main, false))
+			t.Logf("%s served by replica %s", tn.path, soleWriter(ctx, t, tn, main, ""))
 		}
 		// The events on the ProviderConfig name the replica that recorded them.
 		evs := &eventsv1.EventList{}
@@ -228,9 +228,9 @@ func TestOperations(t *testing.T) {
 
 	t.Run("events reach the tenant's cluster, on transitions only", func(t *testing.T) {
 		tn := tenants[1]
-		wantEvents(ctx, t, tn.c, main, "Accepted", "Ready")
-		wantEvents(ctx, t, ob, alpha, "Accepted", "Ready")
-		wantEvents(ctx, t, tenants[0].c, second, "NotSingleton")
+		wantEvents(ctx, t, tn.c, spName, main, "Accepted", "Ready")
+		wantEvents(ctx, t, ob, spName, alpha, "Accepted", "Ready")
+		wantEvents(ctx, t, tenants[0].c, spName, second, "NotSingleton")
 		if reasons := eventReasons(ctx, t, tenants[0].c, second); slices.Contains(reasons, "Accepted") {
 			t.Errorf("a rejected object was announced as accepted: %v", reasons)
 		}
@@ -274,8 +274,8 @@ func TestOperations(t *testing.T) {
 		// Deleting the active object is announced; its successor is accepted.
 		harness.DeleteAndWait(ctx, t, tenants[0].c, widgetAt(main))
 		waitReady(ctx, t, tenants[0].c, second)
-		wantEvents(ctx, t, tenants[0].c, main, "Deleting")
-		wantEvents(ctx, t, tenants[0].c, second, "NotSingleton", "Accepted", "Ready")
+		wantEvents(ctx, t, tenants[0].c, spName, main, "Deleting")
+		wantEvents(ctx, t, tenants[0].c, spName, second, "NotSingleton", "Accepted", "Ready")
 	})
 
 	t.Run("printer columns show readiness, phase, identity and the kcp workspace", func(t *testing.T) {
@@ -735,8 +735,9 @@ func eventsRegarding(ctx context.Context, c client.Client, kind string, key clie
 	return out, nil
 }
 
-// wantEvents waits until the object's events include every reason.
-func wantEvents(ctx context.Context, t testing.TB, c client.Client, key client.ObjectKey, reasons ...string) {
+// wantEvents waits until the object's events include every reason, all reported by
+// the provider of the given name.
+func wantEvents(ctx context.Context, t testing.TB, c client.Client, provider string, key client.ObjectKey, reasons ...string) {
 	t.Helper()
 	harness.Eventually(ctx, t, time.Minute, fmt.Sprintf("events %v on %s", reasons, key), func(ctx context.Context) error {
 		items, err := eventsRegarding(ctx, c, "Widget", key)
@@ -746,7 +747,7 @@ func wantEvents(ctx context.Context, t testing.TB, c client.Client, key client.O
 		var have []string
 		for _, e := range items {
 			have = append(have, e.Reason)
-			if e.ReportingController != "services.open-control-plane.io/"+spName {
+			if e.ReportingController != "services.open-control-plane.io/"+provider {
 				return fmt.Errorf("event %s reported by %q", e.Name, e.ReportingController)
 			}
 		}

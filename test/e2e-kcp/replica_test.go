@@ -17,7 +17,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -42,6 +41,7 @@ const (
 	replicaOnboardingEnv = "KSP_E2E_REPLICA_ONBOARDING_KUBECONFIG"
 	replicaMetricsEnv    = "KSP_E2E_REPLICA_METRICS_ADDR"
 	replicaProbesEnv     = "KSP_E2E_REPLICA_PROBE_ADDR"
+	replicaProviderEnv   = "KSP_E2E_REPLICA_PROVIDER" // the provider's name; default spName
 	// replicaReleaseEnv is the API release the replica's Service API carries
 	// (apichange.ReleaseAnnotation); replicaWithoutEnv names a spec property its
 	// schema lacks: together, a replica of an older release.
@@ -108,8 +108,12 @@ func runReplica() error {
 			delete(v.Schema.OpenAPIV3Schema.Properties["spec"].Properties, field)
 		}
 	}
-	rt, err := widgetbuilder.New(spName, scheme, widget.KCPMCPPermissions).
-		KCP(apiexport.FromCRD(spName, widgetCRD)).
+	name := spName
+	if n := os.Getenv(replicaProviderEnv); n != "" {
+		name = n
+	}
+	rt, err := widgetbuilder.New(name, scheme, widget.KCPMCPPermissions).
+		KCP(apiexport.FromCRD(name, widgetCRD)).
 		Complete(widget.Provider{})
 	if err != nil {
 		return err
@@ -168,25 +172,25 @@ func (r *replica) log(t testing.TB) []byte {
 	return b
 }
 
-// startReplicaPlatform starts what replica processes serve: kcp of the given number of
-// shards, the platform and workload clusters with the local platform, and the widget
-// ProviderConfig with spec.kcp; it returns clients and the platform kubeconfig file a
-// replica reads.
-func startReplicaPlatform(ctx context.Context, t *testing.T, shards int) (k *harness.KCP, scheme *runtime.Scheme, pf, wl client.Client, platformKubeconfig string) {
+// startReplicaPlatform prepares what replica processes serve on the package's shared
+// platform of the given number of kcp shards: a provider of the test's own (its
+// workspace, identity and kubeconfig Secret) and the widget ProviderConfig with
+// spec.kcp; it returns the environment (without an in-process runtime) and the
+// platform kubeconfig file a replica reads. Start replicas with e.startReplica.
+func startReplicaPlatform(ctx context.Context, t *testing.T, shards int) (e *kcpEnv, platformKubeconfig string) {
 	t.Helper()
-	captureLogs(t) // the in-process local platform's log
-	_, configCRD, err := widget.CRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := harness.StartPlatform(ctx, t, widgetPlatform(configCRD, shards))
-	k, scheme = p.KCP, spScheme(t)
-	pf, wl = harness.NewClient(t, p.Platform.Config, scheme), harness.NewClient(t, p.Workload.Config, scheme)
+	e = newKCPEnvOn(ctx, t, envPlatform{shards: shards})
 	platformKubeconfig = filepath.Join(t.TempDir(), "platform.kubeconfig")
-	if err := os.WriteFile(platformKubeconfig, p.Platform.Kubeconfig(), 0o600); err != nil {
+	if err := os.WriteFile(platformKubeconfig, e.platform.Kubeconfig(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	(&kcpEnv{pf: pf}).setConfig(ctx, t, "hello", &v1alpha1.KCP{ProviderWorkspace: providerWS,
-		KubeconfigSecret: v1alpha1.SecretReference{Name: kcpSecretName, Namespace: kcpSecretNS}})
-	return k, scheme, pf, wl, platformKubeconfig
+	e.setConfig(ctx, t, "hello", &v1alpha1.KCP{ProviderWorkspace: e.providerWS.String(),
+		KubeconfigSecret: v1alpha1.SecretReference{Name: e.secret.Name, Namespace: e.secret.Namespace}})
+	return e, platformKubeconfig
+}
+
+// startReplica starts a replica serving e's provider in kcp mode (startReplica).
+func (e *kcpEnv) startReplica(t *testing.T, name, platformKubeconfig string, env ...string) *replica {
+	t.Helper()
+	return startReplica(t, name, platformKubeconfig, "", append([]string{replicaProviderEnv + "=" + e.name}, env...)...)
 }

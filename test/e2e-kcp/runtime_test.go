@@ -2,6 +2,8 @@ package e2ekcp
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -43,6 +45,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
+// The names of the tests on a platform of their own (TestRuntimeKCPMode, the replica
+// tests, TestOperations); a test on the shared platform serves a provider of its own
+// name (kcpEnv).
 const (
 	spName        = "widgets"
 	providerWS    = "root:provider"
@@ -68,7 +73,10 @@ type tenant struct {
 
 // kcpEnv is kcp mode running in-process: kcp, a platform and a workload API server,
 // the local platform granting workload clusters, and the widget runtime with spec.kcp
-// pointing at the provider workspace.
+// pointing at its provider workspace. On the package's shared platform each test's
+// runtime is a provider of its own name, with its own provider workspace, kubeconfig
+// Secret and tenants, all under a workspace of the test's own; several run side by
+// side as providers do on openMCP.
 type kcpEnv struct {
 	k        *harness.KCP
 	pf, wl   client.Client
@@ -77,12 +85,21 @@ type kcpEnv struct {
 	kcpSpec  *v1alpha1.KCP
 	platform *harness.APIServer
 	workload *harness.APIServer
+
+	// name is the provider's: its WidgetConfig, APIExport, APIBindings, leases and the
+	// label on what it creates.
+	name string
+	// providerWS is the provider workspace and tenants the parent of the test's
+	// tenant workspaces.
+	providerWS, tenants logicalcluster.Path
+	// secret holds the runtime's kcp kubeconfig on the platform cluster.
+	secret types.NamespacedName
 }
 
 // setConfig writes the widget ProviderConfig.
 func (e *kcpEnv) setConfig(ctx context.Context, t testing.TB, greeting string, kcp *v1alpha1.KCP) {
 	t.Helper()
-	pc := &widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: spName}}
+	pc := &widget.WidgetConfig{ObjectMeta: metav1.ObjectMeta{Name: e.name}}
 	if _, err := controllerutil.CreateOrUpdate(ctx, e.pf, pc, func() error {
 		pc.Spec.Greeting, pc.Spec.KCP = greeting, kcp
 		return nil
@@ -91,45 +108,94 @@ func (e *kcpEnv) setConfig(ctx context.Context, t testing.TB, greeting string, k
 	}
 }
 
-// startKCPEnv starts everything and waits until kcp mode runs; declare, if given, adds
-// to the widget's declaration (for example its worker's own rights).
-func startKCPEnv(ctx context.Context, t *testing.T, opts builder.Options, declare ...func(*builder.Builder[*widget.Widget])) *kcpEnv {
+// newTenant creates a tenant workspace of the test that binds the provider's export,
+// accepting exactly the runtime's claims narrowed to what it labels as its own.
+func (e *kcpEnv) newTenant(ctx context.Context, t testing.TB, name string) tenant {
 	t.Helper()
-	return startKCPEnvOn(ctx, t, 1, opts, declare...)
+	path, lc := e.k.CreateWorkspace(ctx, t, e.tenants, name)
+	return e.bindTenant(ctx, t, path, lc)
 }
 
+// newTenantOn is newTenant on the given shard.
+func (e *kcpEnv) newTenantOn(ctx context.Context, t testing.TB, name, shard string) tenant {
+	t.Helper()
+	path, lc := e.k.CreateWorkspaceOn(ctx, t, e.tenants, name, shard)
+	return e.bindTenant(ctx, t, path, lc)
+}
+
+func (e *kcpEnv) bindTenant(ctx context.Context, t testing.TB, path logicalcluster.Path, lc logicalcluster.Name) tenant {
+	t.Helper()
+	e.k.CreateAPIBinding(ctx, t, path, e.name, e.providerWS, e.name, apiexport.AcceptedClaims(e.name))
+	return tenant{path: path, lc: lc, c: harness.NewClient(t, e.k.ConfigFor(path), e.scheme)}
+}
+
+// startKCPEnv starts the test's runtime on the package's shared platform of one kcp
+// shard and waits until kcp mode runs; declare, if given, adds to the widget's
+// declaration (for example its worker's own rights).
+func startKCPEnv(ctx context.Context, t *testing.T, opts builder.Options, declare ...func(*builder.Builder[*widget.Widget])) *kcpEnv {
+	t.Helper()
+	return startKCPEnvOn(ctx, t, sharedPlatform1, opts, declare...)
+}
+
+// envPlatform is where a kcpEnv runs: the package's shared platform of a number of kcp
+// shards, or a platform of the test's own (for a test that restarts kcp).
+type envPlatform struct {
+	shards  int
+	private bool
+}
+
+var (
+	sharedPlatform1 = envPlatform{shards: 1}
+	sharedPlatform2 = envPlatform{shards: 2}
+	privatePlatform = envPlatform{shards: 1, private: true}
+)
+
+// runtimeServiceAccount is the runtime's identity in its provider workspace, as
+// config/kcp/runtime-rbac.yaml creates it.
+var runtimeServiceAccount = types.NamespacedName{Namespace: "kcp-serviceprovider", Name: "runtime"}
+
 // widgetPlatform is kcp (of the given number of shards), the platform and workload
-// clusters, the local platform granting workload clusters, and the provider workspace
-// with the runtime's identity there (exactly the shipped RBAC) and its kubeconfig in
-// the Secret spec.kcp names.
+// clusters and the local platform granting workload clusters.
 func widgetPlatform(configCRD *apiextensionsv1.CustomResourceDefinition, shards int) localenv.PlatformOptions {
 	return localenv.PlatformOptions{
 		Clusters:  []string{localenv.PurposeWorkload},
 		CRDs:      map[string][]*apiextensionsv1.CustomResourceDefinition{localenv.PurposePlatform: {configCRD}},
 		KCP:       true,
 		KCPShards: shards,
-		Provider: &localenv.ProviderWorkspace{
-			Path:           providerWS,
-			RBACFile:       "../../config/kcp/runtime-rbac.yaml",
-			ServiceAccount: types.NamespacedName{Namespace: "kcp-serviceprovider", Name: "runtime"},
-			Secret:         types.NamespacedName{Namespace: kcpSecretNS, Name: kcpSecretName},
-		},
 	}
 }
 
-// startKCPEnvOn is startKCPEnv on a kcp of the given number of shards.
-func startKCPEnvOn(ctx context.Context, t *testing.T, shards int, opts builder.Options, declare ...func(*builder.Builder[*widget.Widget])) *kcpEnv {
+// providerWorkspace is the provider workspace at path with the runtime's identity
+// there (exactly the shipped RBAC) and its kubeconfig in the Secret spec.kcp names.
+func providerWorkspace(path string, secret types.NamespacedName) *localenv.ProviderWorkspace {
+	return &localenv.ProviderWorkspace{
+		Path:           path,
+		RBACFile:       "../../config/kcp/runtime-rbac.yaml",
+		ServiceAccount: runtimeServiceAccount,
+		Secret:         secret,
+	}
+}
+
+// sharedPlatform is the package's shared platform of a number of kcp shards.
+func sharedPlatform(t testing.TB, shards int) *harness.Platform {
 	t.Helper()
-	widgetCRD, configCRD, err := widget.CRDs()
+	_, configCRD, err := widget.CRDs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := harness.StartPlatform(ctx, t, widgetPlatform(configCRD, shards))
-	scheme := spScheme(t)
-	e := &kcpEnv{k: p.KCP, platform: p.Platform, workload: p.Workload, scheme: scheme,
-		pf: harness.NewClient(t, p.Platform.Config, scheme), wl: harness.NewClient(t, p.Workload.Config, scheme)}
+	return harness.SharedPlatform(t, fmt.Sprintf("widgets-%d-shards", shards), widgetPlatform(configCRD, shards))
+}
 
-	b := widgetbuilder.New(spName, scheme, widget.KCPMCPPermissions).KCP(apiexport.FromCRD(spName, widgetCRD))
+// startKCPEnvOn is startKCPEnv on the given platform.
+func startKCPEnvOn(ctx context.Context, t *testing.T, where envPlatform, opts builder.Options, declare ...func(*builder.Builder[*widget.Widget])) *kcpEnv {
+	t.Helper()
+	e := newKCPEnvOn(ctx, t, where)
+	widgetCRD, _, err := widget.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme, p := e.scheme, e.platform
+	b := widgetbuilder.New(e.name, scheme, widget.KCPMCPPermissions).KCP(apiexport.FromCRD(e.name, widgetCRD))
 	for _, d := range declare {
 		d(b)
 	}
@@ -137,7 +203,7 @@ func startKCPEnvOn(ctx context.Context, t *testing.T, shards int, opts builder.O
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.Platform, opts.Namespace = p.Platform.Config, "default"
+	opts.Platform, opts.Namespace = p.Config, "default"
 	if opts.RetryInterval == 0 {
 		opts.RetryInterval = time.Second
 	}
@@ -151,7 +217,7 @@ func startKCPEnvOn(ctx context.Context, t *testing.T, shards int, opts builder.O
 	}
 	harness.Background(ctx, t, "runtime", func(ctx context.Context) error { return e.rt.Start(ctx, opts) })
 
-	e.kcpSpec = &v1alpha1.KCP{ProviderWorkspace: providerWS, KubeconfigSecret: v1alpha1.SecretReference{Name: kcpSecretName, Namespace: kcpSecretNS}}
+	e.kcpSpec = &v1alpha1.KCP{ProviderWorkspace: e.providerWS.String(), KubeconfigSecret: v1alpha1.SecretReference{Name: e.secret.Name, Namespace: e.secret.Namespace}}
 	e.setConfig(ctx, t, "hello", e.kcpSpec)
 	harness.Eventually(ctx, t, 2*time.Minute, "kcp mode running", func(context.Context) error {
 		if !e.rt.KCPActive() {
@@ -162,6 +228,52 @@ func startKCPEnvOn(ctx context.Context, t *testing.T, shards int, opts builder.O
 	return e
 }
 
+// newKCPEnvOn prepares a kcpEnv on the given platform, without a runtime: the
+// provider's name, its provider workspace with the runtime's identity, and that
+// identity's kubeconfig Secret.
+func newKCPEnvOn(ctx context.Context, t *testing.T, where envPlatform) *kcpEnv {
+	t.Helper()
+	_, configCRD, err := widget.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &kcpEnv{scheme: spScheme(t)}
+	var p *harness.Platform
+	if where.private {
+		e.name, e.providerWS, e.tenants = spName, logicalcluster.NewPath(providerWS), logicalcluster.NewPath("root")
+		e.secret = types.NamespacedName{Namespace: kcpSecretNS, Name: kcpSecretName}
+		po := widgetPlatform(configCRD, where.shards)
+		po.Provider = providerWorkspace(providerWS, e.secret)
+		p = harness.StartPlatform(ctx, t, po)
+	} else {
+		p = sharedPlatform(t, where.shards)
+		e.name = "widgets-" + uniqueSuffix()
+		if where.shards > 1 {
+			// The provider workspace on the root shard, as the tests of a sharded kcp
+			// place their tenants relative to it.
+			e.tenants, _ = p.KCP.CreateWorkspaceOn(ctx, t, logicalcluster.NewPath("root"), harness.UniqueName(t), localenv.ShardName(0))
+			e.providerWS, _ = p.KCP.CreateWorkspaceOn(ctx, t, e.tenants, "provider", localenv.ShardName(0))
+		} else {
+			e.tenants, _ = p.KCP.OwnWorkspace(ctx, t)
+			e.providerWS = e.tenants.Join("provider")
+		}
+		e.secret = types.NamespacedName{Namespace: kcpSecretNS, Name: "kcp-kubeconfig-" + e.name}
+		pw := providerWorkspace(e.providerWS.String(), e.secret)
+		pw.ExportName = e.name
+		p.PrepareProvider(ctx, t, *pw)
+	}
+	e.k, e.platform, e.workload = p.KCP, p.Platform, p.Workload
+	e.pf, e.wl = harness.NewClient(t, p.Platform.Config, e.scheme), harness.NewClient(t, p.Workload.Config, e.scheme)
+	return e
+}
+
+// uniqueSuffix is six random hex digits, for names on a shared server.
+func uniqueSuffix() string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
 // TestRuntimeKCPMode serves the widget provider (the same code as the standard-mode
 // tests) into three kcp workspaces and checks what tenants and operators would.
 func TestRuntimeKCPMode(t *testing.T) {
@@ -169,7 +281,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 	harness.LogToTest(t)
 	// A fast orphan sweep, so that the unbinding tenant's leftovers go within the test
 	// and a kcp restart is shown not to trigger it.
-	e := startKCPEnv(ctx, t, builder.Options{SweepInterval: 2 * time.Second})
+	e := startKCPEnvOn(ctx, t, privatePlatform, builder.Options{SweepInterval: 2 * time.Second})
 	k, pf, wl, scheme, rt, kcpSpec := e.k, e.pf, e.wl, e.scheme, e.rt, e.kcpSpec
 	setConfig := func(t *testing.T, greeting string, kcp *v1alpha1.KCP) { e.setConfig(ctx, t, greeting, kcp) }
 
@@ -177,9 +289,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 	// to what it labels as its own.
 	var tenants []tenant
 	for i := 1; i <= 3; i++ {
-		path, lc := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), fmt.Sprintf("tenant-%d", i))
-		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
-		tn := tenant{path: path, lc: lc, c: harness.NewClient(t, k.ConfigFor(path), scheme)}
+		tn := e.newTenant(ctx, t, fmt.Sprintf("tenant-%d", i))
 		newWidget(ctx, t, tn.c, "main", "blue")
 		tenants = append(tenants, tn)
 	}
@@ -188,8 +298,8 @@ func TestRuntimeKCPMode(t *testing.T) {
 	// whose widget main is Ready and installed (with the greeting of the later subtests).
 	serve := func(t *testing.T, name, color string) (logicalcluster.Path, logicalcluster.Name, client.Client) {
 		t.Helper()
-		path, lc := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), name)
-		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
+		path, lc := k.CreateWorkspace(ctx, t, e.tenants, name)
+		k.CreateAPIBinding(ctx, t, path, e.name, e.providerWS, e.name, apiexport.AcceptedClaims(e.name))
 		c := harness.NewClient(t, k.ConfigFor(path), scheme)
 		newWidget(ctx, t, c, "main", color)
 		waitReady(ctx, t, c, main)
@@ -239,7 +349,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 				t.Errorf("tenant %d: worker reading its neighbour's Widget: want forbidden, got %v", i+1, err)
 			}
 			cs := kubernetes.NewForConfigOrDie(cfg)
-			_, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, spName+"-workload", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+			_, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, e.name+"-workload", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
 			if !apierrors.IsForbidden(err) {
 				t.Errorf("tenant %d: worker minting tokens: want forbidden, got %v", i+1, err)
 			}
@@ -291,7 +401,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 			Data: map[string][]byte{".dockerconfigjson": []byte(`{"auths":{}}`)}}); err != nil {
 			t.Fatal(err)
 		}
-		harness.Patch(ctx, t, pf, client.ObjectKey{Name: spName}, func(c *widget.WidgetConfig) { c.Spec.PullSecret = "registry" })
+		harness.Patch(ctx, t, pf, client.ObjectKey{Name: e.name}, func(c *widget.WidgetConfig) { c.Spec.PullSecret = "registry" })
 		for _, tn := range tenants[1:] {
 			ns := cluster.KCPIdentity(tn.lc.String()).TenantNamespace()
 			harness.Eventually(ctx, t, 60*time.Second, ns+"'s copy of the pull secret", func(ctx context.Context) error {
@@ -331,7 +441,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 	t.Run("delete cleans up the workspace and the platform", func(t *testing.T) {
 		tn := tenants[1]
 		harness.DeleteAndWait(ctx, t, tn.c, widgetAt(main))
-		if n := countManaged(ctx, t, tn.c); n != 0 {
+		if n := countManaged(ctx, t, tn.c, e.name); n != 0 {
 			t.Errorf("%d ServiceAccounts/ClusterRoles/ClusterRoleBindings left in the workspace", n)
 		}
 		ars, crs, err := listRequests(ctx, pf, tn.lc)
@@ -348,12 +458,12 @@ func TestRuntimeKCPMode(t *testing.T) {
 	})
 
 	t.Run("unaccepted permission claims show on the tenant's object", func(t *testing.T) {
-		path, _ := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "tenant-no-claims")
-		claims := apiexport.AcceptedClaims(spName)
+		path, _ := k.CreateWorkspace(ctx, t, e.tenants, "tenant-no-claims")
+		claims := apiexport.AcceptedClaims(e.name)
 		for i := range claims {
 			claims[i].State = apisv1alpha2.ClaimRejected
 		}
-		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, claims)
+		k.CreateAPIBinding(ctx, t, path, e.name, e.providerWS, e.name, claims)
 		c := harness.NewClient(t, k.ConfigFor(path), scheme)
 		newWidget(ctx, t, c, "main", "blue")
 		msg := waitReason(ctx, t, c, main, v1alpha1.ReasonPermissionClaimMissing)
@@ -397,7 +507,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 
 	t.Run("an unbound workspace is let go and the others are still served", func(t *testing.T) {
 		gone := tenants[2]
-		if err := k.ClientFor(t, gone.path).Delete(ctx, &apisv1alpha2.APIBinding{ObjectMeta: metav1.ObjectMeta{Name: spName}}); err != nil {
+		if err := k.ClientFor(t, gone.path).Delete(ctx, &apisv1alpha2.APIBinding{ObjectMeta: metav1.ObjectMeta{Name: e.name}}); err != nil {
 			t.Fatal(err)
 		}
 		setConfig(t, "ciao", kcpSpec)
@@ -441,7 +551,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 
 	t.Run("deleting a whole workspace is not blocked by the runtime and leaves nothing", func(t *testing.T) {
 		tn := tenants[0]
-		root := k.ClientFor(t, logicalcluster.NewPath("root"))
+		root := k.ClientFor(t, e.tenants)
 		if err := root.Delete(ctx, &tenancyv1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: tn.path.Base()}}); err != nil {
 			t.Fatal(err)
 		}
@@ -478,7 +588,7 @@ func TestRuntimeKCPMode(t *testing.T) {
 		// runtime's finalizer, freed by hand: the object is gone without the deletion
 		// sequence, and the workspace with it.
 		harness.Patch(ctx, t, c, main, func(w *widget.Widget) { w.Annotations = map[string]string{"openmcp.cloud/operation": "ignore"} })
-		root := k.ClientFor(t, logicalcluster.NewPath("root"))
+		root := k.ClientFor(t, e.tenants)
 		if err := root.Delete(ctx, &tenancyv1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: path.Base()}}); err != nil {
 			t.Fatal(err)
 		}
@@ -656,9 +766,9 @@ func wantConfigMap(ctx context.Context, t testing.TB, wl client.Client, lc logic
 }
 
 // countManaged counts what the runtime created in a workspace.
-func countManaged(ctx context.Context, t testing.TB, c client.Client) int {
+func countManaged(ctx context.Context, t testing.TB, c client.Client, name string) int {
 	t.Helper()
-	sel := client.MatchingLabels{apiexport.ManagedByLabel: spName}
+	sel := client.MatchingLabels{apiexport.ManagedByLabel: name}
 	sas, crs, crbs := &corev1.ServiceAccountList{}, &rbacv1.ClusterRoleList{}, &rbacv1.ClusterRoleBindingList{}
 	n := 0
 	for _, l := range []client.ObjectList{sas, crs, crbs} {

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kcp-dev/logicalcluster/v3"
 	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -21,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
-	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
@@ -34,9 +32,10 @@ import (
 // binding gone) and joins again: the tenants there are served each time, including
 // the repair of their credentials, and the root shard's tenant throughout.
 func TestShardJoinsAndLeaves(t *testing.T) {
+	t.Parallel() // on the shared platform, as a provider of its own
 	ctx := t.Context()
 	logRuntimeOnFailure(t, 150)
-	e := startKCPEnvOn(ctx, t, 2, builder.Options{})
+	e := startKCPEnvOn(ctx, t, sharedPlatform2, builder.Options{})
 	main := client.ObjectKey{Namespace: "default", Name: "main"}
 	bind := func(name, shard string) tenant {
 		tn := bindOnShard(ctx, t, e, name, shard, main.Name)
@@ -47,7 +46,7 @@ func TestShardJoinsAndLeaves(t *testing.T) {
 	wantEndpoints := func(n int) {
 		t.Helper()
 		harness.Eventually(ctx, t, time.Minute, fmt.Sprintf("%d virtual workspace URLs in the endpoint slice", n), func(ctx context.Context) error {
-			urls, err := e.k.KCP.VirtualWorkspaceURLs(ctx, logicalcluster.NewPath(providerWS), spName)
+			urls, err := e.k.KCP.VirtualWorkspaceURLs(ctx, e.providerWS, e.name)
 			if err != nil {
 				return err
 			}
@@ -61,7 +60,7 @@ func TestShardJoinsAndLeaves(t *testing.T) {
 	// runtime to put it back: the access watch of the tenant's shard works.
 	repaired := func(tn tenant) {
 		t.Helper()
-		key := types.NamespacedName{Namespace: "default", Name: spName + "-workload"}
+		key := types.NamespacedName{Namespace: "default", Name: e.name + "-workload"}
 		sa := &corev1.ServiceAccount{}
 		if err := tn.c.Get(ctx, key, sa); err != nil {
 			t.Fatal(err)
@@ -91,11 +90,11 @@ func TestShardJoinsAndLeaves(t *testing.T) {
 
 		t.Run("and leaving it stops nothing else", func(t *testing.T) {
 			harness.DeleteAndWait(ctx, t, first.c, widgetAt(main))
-			if err := first.c.Delete(ctx, &apisv1alpha2.APIBinding{ObjectMeta: metav1.ObjectMeta{Name: spName}}); err != nil {
+			if err := first.c.Delete(ctx, &apisv1alpha2.APIBinding{ObjectMeta: metav1.ObjectMeta{Name: e.name}}); err != nil {
 				t.Fatal(err)
 			}
 			harness.Eventually(ctx, t, time.Minute, "binding gone", func(ctx context.Context) error {
-				err := first.c.Get(ctx, client.ObjectKey{Name: spName}, &apisv1alpha2.APIBinding{})
+				err := first.c.Get(ctx, client.ObjectKey{Name: e.name}, &apisv1alpha2.APIBinding{})
 				if apierrors.IsNotFound(err) {
 					return nil
 				}
@@ -128,6 +127,7 @@ func TestShardJoinsAndLeaves(t *testing.T) {
 // serving the root shard's tenant, and serves the shard's tenant once its virtual
 // workspace answers, without the endpoint slice changing again.
 func TestVirtualWorkspaceServedOnceReady(t *testing.T) {
+	t.Parallel() // on the shared platform, as a provider of its own
 	ctx := t.Context()
 	logRuntimeOnFailure(t, 150)
 	fault := &vwNotServing{}
@@ -137,7 +137,7 @@ func TestVirtualWorkspaceServedOnceReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	probes := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	e := startKCPEnvOn(ctx, t, 2, builder.Options{WrapTransport: fault.wrap, HealthProbeBindAddress: probes})
+	e := startKCPEnvOn(ctx, t, sharedPlatform2, builder.Options{WrapTransport: fault.wrap, HealthProbeBindAddress: probes})
 	shardURL, err := url.Parse(e.k.ShardConfig(1).Host)
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +152,7 @@ func TestVirtualWorkspaceServedOnceReady(t *testing.T) {
 	onShard := bind("on-shard-1", localenv.ShardName(1))
 	var shardVW string
 	harness.Eventually(ctx, t, time.Minute, "the shard's virtual workspace in the endpoint slice", func(ctx context.Context) error {
-		urls, err := e.k.KCP.VirtualWorkspaceURLs(ctx, logicalcluster.NewPath(providerWS), spName)
+		urls, err := e.k.KCP.VirtualWorkspaceURLs(ctx, e.providerWS, e.name)
 		if err != nil {
 			return err
 		}
@@ -166,12 +166,12 @@ func TestVirtualWorkspaceServedOnceReady(t *testing.T) {
 	})
 
 	t.Run("while it does not serve the export, the runtime says so and serves the others", func(t *testing.T) {
-		c := waitKCPMode(ctx, t, e.pf, metav1.ConditionTrue, v1alpha1.ReasonVirtualWorkspaceNotWatched)
+		c := waitKCPMode(ctx, t, e.pf, e.name, metav1.ConditionTrue, v1alpha1.ReasonVirtualWorkspaceNotWatched)
 		if !strings.Contains(c.Message, shardVW) {
 			t.Errorf("KCPMode message does not name the virtual workspace %s: %s", shardVW, c.Message)
 		}
-		wantConfigEvent(ctx, t, e.pf, corev1.EventTypeWarning, v1alpha1.ReasonVirtualWorkspaceNotWatched)
-		wantVirtualWorkspaces(ctx, t, 2, 1)
+		wantConfigEvent(ctx, t, e.pf, e.name, corev1.EventTypeWarning, v1alpha1.ReasonVirtualWorkspaceNotWatched)
+		wantVirtualWorkspaces(ctx, t, e, 2, 1)
 		body := wantProbeStatus(ctx, t, probes, http.StatusInternalServerError)
 		if !strings.Contains(body, "[-]kcp failed") {
 			t.Errorf("readiness does not fail on kcp mode:\n%s", body)
@@ -193,8 +193,8 @@ func TestVirtualWorkspaceServedOnceReady(t *testing.T) {
 		waitReady(ctx, t, onShard.c, main)
 		t.Logf("MEASURE the shard's tenant Ready %s after its virtual workspace answered", time.Since(healed).Round(10*time.Millisecond))
 		wantConfigMap(ctx, t, e.wl, onShard.lc, "hello", "blue")
-		waitKCPMode(ctx, t, e.pf, metav1.ConditionTrue, v1alpha1.ReasonKCPActive)
-		wantVirtualWorkspaces(ctx, t, 2, 2)
+		waitKCPMode(ctx, t, e.pf, e.name, metav1.ConditionTrue, v1alpha1.ReasonKCPActive)
+		wantVirtualWorkspaces(ctx, t, e, 2, 2)
 		wantProbeStatus(ctx, t, probes, http.StatusOK)
 	})
 }
@@ -230,13 +230,13 @@ type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
-// wantVirtualWorkspaces waits for the runtime's gauges of published and watched
+// wantVirtualWorkspaces waits for the gauges of e's runtime of published and watched
 // virtual workspaces.
-func wantVirtualWorkspaces(ctx context.Context, t testing.TB, published, watched float64) {
+func wantVirtualWorkspaces(ctx context.Context, t testing.TB, e *kcpEnv, published, watched float64) {
 	t.Helper()
 	harness.Eventually(ctx, t, time.Minute, fmt.Sprintf("%v virtual workspaces published, %v watched", published, watched), func(context.Context) error {
-		p := testutil.ToFloat64(metrics.KCPVirtualWorkspacesGauge.WithLabelValues(spName, "published"))
-		w := testutil.ToFloat64(metrics.KCPVirtualWorkspacesGauge.WithLabelValues(spName, "watched"))
+		p := testutil.ToFloat64(metrics.KCPVirtualWorkspacesGauge.WithLabelValues(e.name, "published"))
+		w := testutil.ToFloat64(metrics.KCPVirtualWorkspacesGauge.WithLabelValues(e.name, "watched"))
 		if p != published || w != watched {
 			return fmt.Errorf("published %v, watched %v", p, w)
 		}
@@ -276,9 +276,7 @@ func wantProbeStatus(ctx context.Context, t testing.TB, addr string, code int) s
 // accepting the runtime's claims, and creates the blue widget object there.
 func bindOnShard(ctx context.Context, t *testing.T, e *kcpEnv, name, shard, object string) tenant {
 	t.Helper()
-	path, lc := e.k.CreateWorkspaceOn(ctx, t, logicalcluster.NewPath("root"), name, shard)
-	e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
-	tn := tenant{path: path, lc: lc, c: harness.NewClient(t, e.k.ConfigFor(path), e.scheme)}
+	tn := e.newTenantOn(ctx, t, name, shard)
 	newWidget(ctx, t, tn.c, object, "blue")
 	return tn
 }

@@ -52,6 +52,7 @@ func soakSize(t *testing.T) (int, time.Duration) {
 // even ones none; then nothing may be left on the platform, in the workspaces or on the
 // workload cluster beyond what those objects hold.
 func TestSoak(t *testing.T) {
+	t.Parallel() // on the shared platform, as a provider of its own
 	ctx := t.Context()
 	logs := captureLogs(t)
 	n, duration := soakSize(t)
@@ -63,8 +64,8 @@ func TestSoak(t *testing.T) {
 	}
 	all := make([]ws, n)
 	for i := range all {
-		path, lc := e.k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), fmt.Sprintf("soak-%d", i))
-		e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
+		path, lc := e.k.CreateWorkspace(ctx, t, e.tenants, fmt.Sprintf("soak-%d", i))
+		e.k.CreateAPIBinding(ctx, t, path, e.name, e.providerWS, e.name, apiexport.AcceptedClaims(e.name))
 		all[i] = ws{lc: lc, c: harness.NewClient(t, e.k.ConfigFor(path), e.scheme)}
 	}
 
@@ -139,7 +140,7 @@ func TestSoak(t *testing.T) {
 			if keep {
 				return nil
 			}
-			if m := countManaged(ctx, t, w.c); m != 0 {
+			if m := countManaged(ctx, t, w.c, e.name); m != 0 {
 				return fmt.Errorf("%d ServiceAccounts/ClusterRoles/ClusterRoleBindings of ours in the workspace", m)
 			}
 			ns := cluster.KCPIdentity(w.lc.String()).TenantNamespace()

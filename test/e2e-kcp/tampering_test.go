@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kcp-dev/logicalcluster/v3"
 	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +36,7 @@ import (
 // never let deletion depend on repairing anything, and must repair what it keeps in
 // a workspace within seconds, saying so on the object meanwhile.
 func TestTampering(t *testing.T) {
+	t.Parallel() // on the shared platform, as a provider of its own
 	ctx := t.Context()
 	harness.LogToTest(t)
 	// Two credentials per workspace, as a provider with broad install-time rights
@@ -47,13 +47,11 @@ func TestTampering(t *testing.T) {
 		b.MCPPermissions(providerRights).WorkerMCPPermissions(widget.KCPMCPPermissions)
 	})
 	main := client.ObjectKey{Namespace: "default", Name: "main"}
-	provider, worker := spName+"-workload", spName+"-worker"
+	provider, worker := e.name+"-workload", e.name+"-worker"
 
 	readyTenant := func(t *testing.T, name string) tenant {
 		t.Helper()
-		path, lc := e.k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), name)
-		e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
-		tn := tenant{path: path, lc: lc, c: harness.NewClient(t, e.k.ConfigFor(path), e.scheme)}
+		tn := e.newTenant(ctx, t, name)
 		newWidget(ctx, t, tn.c, main.Name, "blue")
 		waitReady(ctx, t, tn.c, main)
 		if err := workerWorks(ctx, e, tn); err != nil {
@@ -64,7 +62,7 @@ func TestTampering(t *testing.T) {
 	// nothingLeft counts what the runtime made for a tenant, on every cluster.
 	nothingLeft := func(t *testing.T, tn tenant) {
 		t.Helper()
-		if n := countManaged(ctx, t, tn.c); n != 0 {
+		if n := countManaged(ctx, t, tn.c, e.name); n != 0 {
 			t.Errorf("%d ServiceAccounts, ClusterRoles and bindings of the runtime left in the workspace", n)
 		}
 		if n := platformRequests(ctx, t, e.pf, tn.lc); n != 0 {
@@ -81,7 +79,7 @@ func TestTampering(t *testing.T) {
 	t.Run("a claim rejected before deletion: the token dies at once, deletion waits for the claim", func(t *testing.T) {
 		tn := readyTenant(t, "tamper-claim")
 		token := workerToken(ctx, t, e, tn)
-		setClaimState(ctx, t, tn, "clusterrolebindings", apisv1alpha2.ClaimRejected)
+		setClaimState(ctx, t, tn, e.name, "clusterrolebindings", apisv1alpha2.ClaimRejected)
 
 		deleted := time.Now()
 		if err := tn.c.Delete(ctx, &widget.Widget{ObjectMeta: metav1.ObjectMeta{Namespace: main.Namespace, Name: main.Name}}); err != nil {
@@ -90,14 +88,14 @@ func TestTampering(t *testing.T) {
 		waitRefused(ctx, t, e, tn, token, deleted)
 
 		msg := waitReason(ctx, t, tn.c, main, v1alpha1.ReasonCleanupBlocked)
-		for _, want := range []string{"ClusterRoleBinding " + provider, "ClusterRoleBinding " + spName + "-token-requester",
+		for _, want := range []string{"ClusterRoleBinding " + provider, "ClusterRoleBinding " + e.name + "-token-requester",
 			"ClusterRoleBinding " + worker, "ClusterRoleBinding " + worker + "-token-requester",
 			`"clusterrolebindings.rbac.authorization.k8s.io"`, "accept it again", "tokens no longer work"} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("CleanupBlocked message %q does not say %q", msg, want)
 			}
 		}
-		wantEvents(ctx, t, tn.c, main, v1alpha1.ReasonCleanupBlocked)
+		wantEvents(ctx, t, tn.c, e.name, main, v1alpha1.ReasonCleanupBlocked)
 		// Everything else is released meanwhile.
 		harness.Eventually(ctx, t, time.Minute, "platform requests released", func(ctx context.Context) error {
 			if n := platformRequests(ctx, t, e.pf, tn.lc); n != 0 {
@@ -107,7 +105,7 @@ func TestTampering(t *testing.T) {
 		})
 
 		// Accepting the claim again lets the runtime finish.
-		setClaimState(ctx, t, tn, "clusterrolebindings", apisv1alpha2.ClaimAccepted)
+		setClaimState(ctx, t, tn, e.name, "clusterrolebindings", apisv1alpha2.ClaimAccepted)
 		harness.Eventually(ctx, t, time.Minute, "the widget gone after the claim is accepted again", func(ctx context.Context) error {
 			return localenv.Gone(tn.c.Get(ctx, main, &widget.Widget{}))
 		})
@@ -127,7 +125,7 @@ func TestTampering(t *testing.T) {
 			t.Fatal(err)
 		}
 		msg := waitReasonWithin(ctx, t, tn.c, main, v1alpha1.ReasonConflictingObject, 10*time.Second)
-		for _, want := range []string{"clusterrolebindings.rbac.authorization.k8s.io " + provider, "delete it", apiexport.ManagedByLabel + "=" + spName} {
+		for _, want := range []string{"clusterrolebindings.rbac.authorization.k8s.io " + provider, "delete it", apiexport.ManagedByLabel + "=" + e.name} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("ConflictingObject message %q does not say %q", msg, want)
 			}
@@ -137,7 +135,7 @@ func TestTampering(t *testing.T) {
 		harness.DeleteAndWait(ctx, t, tn.c, widgetAt(main))
 		t.Logf("measured: widget with a taken-over binding gone %s after the deletion", time.Since(deleted).Round(100*time.Millisecond))
 		waitRefused(ctx, t, e, tn, token, deleted)
-		wantEvents(ctx, t, tn.c, main, "LeftBehind")
+		wantEvents(ctx, t, tn.c, e.name, main, "LeftBehind")
 		nothingLeft(t, tn)
 		// The taken-over binding is the tenant's: left, and named in the event.
 		if err := tn.c.Get(ctx, client.ObjectKey{Name: provider}, &rbacv1.ClusterRoleBinding{}); err != nil {
@@ -203,7 +201,7 @@ func TestTampering(t *testing.T) {
 			{"delete the provider's ServiceAccount", deleteObj(sa(provider)), exists(sa(provider))},
 			{"empty the provider's ClusterRole", emptyRole(providerRole), sameRules(providerRole)},
 			{"delete the provider's ClusterRoleBinding", deleteObj(crb(provider)), exists(crb(provider))},
-			{"delete the provider's token-minting binding", deleteObj(crb(spName + "-token-requester")), exists(crb(spName + "-token-requester"))},
+			{"delete the provider's token-minting binding", deleteObj(crb(e.name + "-token-requester")), exists(crb(e.name + "-token-requester"))},
 		}
 		oldToken := workerToken(ctx, t, e, tn)
 		cases[0].repaired = func(ctx context.Context) error {
@@ -239,15 +237,13 @@ func TestTampering(t *testing.T) {
 				return nil
 			})
 		}
-		wantEvents(ctx, t, tn.c, main, v1alpha1.ReasonAccessRepaired)
+		wantEvents(ctx, t, tn.c, e.name, main, v1alpha1.ReasonAccessRepaired)
 		harness.DeleteAndWait(ctx, t, tn.c, widgetAt(main))
 		nothingLeft(t, tn)
 	})
 
 	t.Run("a ServiceAccount of the runtime's name made by the tenant: a message that says what to do", func(t *testing.T) {
-		path, lc := e.k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), "tamper-foreign")
-		e.k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
-		tn := tenant{path: path, lc: lc, c: harness.NewClient(t, e.k.ConfigFor(path), e.scheme)}
+		tn := e.newTenant(ctx, t, "tamper-foreign")
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: provider}}
 		harness.Eventually(ctx, t, 30*time.Second, "the tenant's own ServiceAccount", func(ctx context.Context) error { return tn.c.Create(ctx, sa) })
 		newWidget(ctx, t, tn.c, main.Name, "blue")
@@ -328,10 +324,10 @@ func listWidgetsAs(ctx context.Context, e *kcpEnv, tn tenant, token string) erro
 }
 
 // setClaimState sets the state of the tenant's claim on resource in its APIBinding.
-func setClaimState(ctx context.Context, t testing.TB, tn tenant, resource string, state apisv1alpha2.AcceptablePermissionClaimState) {
+func setClaimState(ctx context.Context, t testing.TB, tn tenant, binding, resource string, state apisv1alpha2.AcceptablePermissionClaimState) {
 	t.Helper()
 	b := &apisv1alpha2.APIBinding{}
-	if err := tn.c.Get(ctx, client.ObjectKey{Name: spName}, b); err != nil {
+	if err := tn.c.Get(ctx, client.ObjectKey{Name: binding}, b); err != nil {
 		t.Fatal(err)
 	}
 	found := false

@@ -8,13 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kcp-dev/logicalcluster/v3"
 	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/apichange"
-	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
@@ -30,17 +28,19 @@ const upgradeTenants = 6
 // older replica says so on the ProviderConfig (APIReleaseHeld), and no tenant's object
 // loses spec.terminal, while the older replica reconciles their changes.
 func TestOlderReplicaKeepsNewerFields(t *testing.T) {
+	t.Parallel() // on the shared platform, as a provider of its own
 	ctx := t.Context()
-	k, scheme, pf, wl, platformKubeconfig := startReplicaPlatform(ctx, t, 1)
+	e, platformKubeconfig := startReplicaPlatform(ctx, t, 1)
+	k, scheme, pf, wl := e.k, e.scheme, e.pf, e.wl
 	// spec.terminal is harmless without spec.fail: the new field tenants set.
 	newer := []string{replicaReleaseEnv + "=v1.2.0"}
 	older := []string{replicaReleaseEnv + "=v1.1.0", replicaWithoutEnv + "=terminal"}
 
 	top := t // replicas outlive the subtests that start them
-	replicas := map[string]*replica{"new": startReplica(t, "new", platformKubeconfig, "", newer...)}
+	replicas := map[string]*replica{"new": e.startReplica(t, "new", platformKubeconfig, newer...)}
 	wantProbe(ctx, t, replicas["new"], "/readyz", 200)
-	provider := harness.NewClient(t, k.ConfigFor(logicalcluster.NewPath(providerWS)), scheme)
-	served := exportSchema(ctx, t, provider)
+	provider := harness.NewClient(t, k.ConfigFor(e.providerWS), scheme)
+	served := exportSchema(ctx, t, provider, e.name)
 	if served.release != "v1.2.0" {
 		t.Fatalf("export at release %q, want v1.2.0", served.release)
 	}
@@ -48,9 +48,7 @@ func TestOlderReplicaKeepsNewerFields(t *testing.T) {
 	main := client.ObjectKey{Namespace: "default", Name: "main"}
 	tenants := make([]tenant, upgradeTenants)
 	for i := range tenants {
-		path, lc := k.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), fmt.Sprintf("upgrade-%02d", i))
-		k.CreateAPIBinding(ctx, t, path, spName, logicalcluster.NewPath(providerWS), spName, apiexport.AcceptedClaims(spName))
-		tenants[i] = tenant{path: path, lc: lc, c: harness.NewClient(t, k.ConfigFor(path), scheme)}
+		tenants[i] = e.newTenant(ctx, t, fmt.Sprintf("upgrade-%02d", i))
 		newWidget(ctx, t, tenants[i].c, main.Name, "blue")
 		harness.Patch(ctx, t, tenants[i].c, main, func(w *widget.Widget) { w.Spec.Terminal = true })
 	}
@@ -67,16 +65,16 @@ func TestOlderReplicaKeepsNewerFields(t *testing.T) {
 				t.Errorf("%s: spec.terminal lost", tn.path)
 			}
 		})
-		if got := exportSchema(ctx, t, provider); got != served {
+		if got := exportSchema(ctx, t, provider, e.name); got != served {
 			t.Errorf("export at %+v, want %+v kept", got, served)
 		}
 	}
 
 	t.Run("an older replica joining serves through the newer schema and says so", func(t *testing.T) {
-		replicas["old"] = startReplica(top, "old", platformKubeconfig, "", older...)
+		replicas["old"] = e.startReplica(top, "old", platformKubeconfig, older...)
 		wantProbe(ctx, t, replicas["old"], "/readyz", 200)
 		harness.Eventually(ctx, t, time.Minute, "a Warning APIReleaseHeld on the ProviderConfig from the older replica", func(ctx context.Context) error {
-			evs, err := eventsRegarding(ctx, pf, "WidgetConfig", client.ObjectKey{Name: spName})
+			evs, err := eventsRegarding(ctx, pf, "WidgetConfig", client.ObjectKey{Name: e.name})
 			if err != nil {
 				return err
 			}
@@ -101,7 +99,7 @@ func TestOlderReplicaKeepsNewerFields(t *testing.T) {
 
 	t.Run("the older replica restarted keeps every field", func(t *testing.T) {
 		replicas["old"].stop(syscall.SIGTERM, 30*time.Second)
-		replicas["old"] = startReplica(top, "old-again", platformKubeconfig, "", older...)
+		replicas["old"] = e.startReplica(top, "old-again", platformKubeconfig, older...)
 		wantProbe(ctx, t, replicas["old"], "/readyz", 200)
 		if log := replicas["old"].log(t); !bytes.Contains(log, []byte("the APIExport is left at a newer API release")) {
 			t.Errorf("the restarted older replica does not log that it left the export")
@@ -113,10 +111,10 @@ func TestOlderReplicaKeepsNewerFields(t *testing.T) {
 // servedSchema is where the export serves widgets from, and the release it records.
 type servedSchema struct{ schema, release string }
 
-func exportSchema(ctx context.Context, t testing.TB, provider client.Client) servedSchema {
+func exportSchema(ctx context.Context, t testing.TB, provider client.Client, name string) servedSchema {
 	t.Helper()
 	export := &apisv1alpha2.APIExport{}
-	if err := provider.Get(ctx, client.ObjectKey{Name: spName}, export); err != nil {
+	if err := provider.Get(ctx, client.ObjectKey{Name: name}, export); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range export.Spec.Resources {
@@ -124,6 +122,6 @@ func exportSchema(ctx context.Context, t testing.TB, provider client.Client) ser
 			return servedSchema{schema: r.Schema, release: export.Annotations[apichange.ReleaseAnnotation]}
 		}
 	}
-	t.Fatalf("export %s serves no widgets: %+v", spName, export.Spec.Resources)
+	t.Fatalf("export %s serves no widgets: %+v", name, export.Spec.Resources)
 	return servedSchema{}
 }

@@ -34,7 +34,9 @@ func Main(m *testing.M) {
 	shared.main = true
 	shared.Unlock()
 	code := m.Run()
-	stopShared()
+	if !stopShared() && code == 0 {
+		code = 1
+	}
 	localenv.RemoveRunDir()
 	os.Exit(code)
 }

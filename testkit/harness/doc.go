@@ -9,10 +9,11 @@
 //
 // What it adds to localenv: every server belongs to the test that started it, and
 // t.Cleanup stops it (printing its logs' tail if the test failed), except a kcp from
-// [SharedKCP], which the package's tests share, each in a workspace of its own
-// ([KCP.OwnWorkspace]), and [Main] stops; errors fail the test, so call the helpers
-// from the test's goroutine. It also holds the helpers the
-// test packages share ([Eventually], [Background], [NewClient], [Patch],
+// [SharedKCP] or a local platform from [SharedPlatform], which the package's tests
+// share, each in a workspace of its own ([KCP.OwnWorkspace]) and with a provider of
+// its own ([Platform.PrepareProvider]), and [Main] stops; errors fail the test, so
+// call the helpers from the test's goroutine. It also holds the helpers the test
+// packages share ([Eventually], [Background], [NewClient], [Patch],
 // [DeleteAndWait], [ApplyYAML], [Scheme]). Why and how: docs/design/testkit.md
 // and docs/design/shared-test-servers.md.
 package harness

@@ -11,13 +11,14 @@ import (
 )
 
 // LogTo sends controller-runtime's global logger (the runtime's, the local platform's)
-// to w until the test ends, then nowhere: writing to a finished test panics.
+// to w until the test ends, then no more: writing to a finished test panics.
 // controller-runtime honours only the first SetLogger of a process, so the harness sets
-// the logger once and switches its target per test.
+// the logger once and writes to the targets of the tests running. Tests in parallel
+// each receive every line, theirs and the others'.
 func LogTo(t testing.TB, w io.Writer) {
-	logOnce.Do(func() { ctrllog.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(logTarget))) })
-	logTarget.set(w)
-	t.Cleanup(func() { logTarget.set(nil) })
+	logOnce.Do(func() { ctrllog.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(logTargets))) })
+	id := logTargets.add(w)
+	t.Cleanup(func() { logTargets.remove(id) })
 }
 
 // LogToTest is LogTo with the test's own log as the target.
@@ -32,27 +33,36 @@ func (w TestWriter) Write(p []byte) (int, error) {
 }
 
 var (
-	logTarget = &switchWriter{}
-	logOnce   sync.Once
+	logTargets = &fanOut{targets: map[int]io.Writer{}}
+	logOnce    sync.Once
 )
 
-// switchWriter writes to a target that can be replaced, or discards.
-type switchWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+// fanOut writes to the targets added and not yet removed, or discards.
+type fanOut struct {
+	mu      sync.Mutex
+	next    int
+	targets map[int]io.Writer
 }
 
-func (s *switchWriter) set(w io.Writer) {
-	s.mu.Lock()
-	s.w = w
-	s.mu.Unlock()
+func (f *fanOut) add(w io.Writer) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.next++
+	f.targets[f.next] = w
+	return f.next
 }
 
-func (s *switchWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.w == nil {
-		return len(p), nil
+func (f *fanOut) remove(id int) {
+	f.mu.Lock()
+	delete(f.targets, id)
+	f.mu.Unlock()
+}
+
+func (f *fanOut) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, w := range f.targets {
+		_, _ = w.Write(p)
 	}
-	return s.w.Write(p)
+	return len(p), nil
 }

@@ -2,6 +2,8 @@ package harness
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +37,8 @@ type Platform struct {
 	RuntimeKubeconfig []byte
 	// Registry is the OCI registry Flux installs charts from, with PlatformOptions.Flux.
 	Registry *localenv.Registry
+
+	local *localenv.Platform
 }
 
 // StartPlatform starts a local openMCP platform. t.Cleanup stops it; the test fails
@@ -46,22 +50,7 @@ func StartPlatform(ctx context.Context, t testing.TB, opts localenv.PlatformOpti
 	if err != nil {
 		t.Fatalf("starting the local platform: %v", err)
 	}
-	out := &Platform{Local: p.Local, ProviderCluster: p.ProviderCluster, RuntimeKubeconfig: p.RuntimeKubeconfig, Registry: p.Registry,
-		Platform: wrapAPIServer(t, p.Platform), Onboarding: wrapAPIServer(t, p.Onboarding),
-		Workload: wrapAPIServer(t, p.Workload), MCP: wrapAPIServer(t, p.MCP),
-	}
-	for i, s := range p.MCPs {
-		if i == 0 {
-			out.MCPs = append(out.MCPs, out.MCP)
-			continue
-		}
-		mcp := wrapAPIServer(t, s)
-		mcp.Purpose = PurposeMCP
-		out.MCPs = append(out.MCPs, mcp)
-	}
-	if p.KCP != nil {
-		out.KCP = &KCP{p.KCP}
-	}
+	out := wrapPlatform(t, p)
 	stopped := make(chan struct{})
 	go func() {
 		select {
@@ -77,6 +66,40 @@ func StartPlatform(ctx context.Context, t testing.TB, opts localenv.PlatformOpti
 	return out
 }
 
+// wrapPlatform gives a started platform the harness's clients.
+func wrapPlatform(t testing.TB, p *localenv.Platform) *Platform {
+	out := &Platform{local: p, Local: p.Local, ProviderCluster: p.ProviderCluster, RuntimeKubeconfig: p.RuntimeKubeconfig, Registry: p.Registry,
+		Platform: wrapAPIServer(t, p.Platform), Onboarding: wrapAPIServer(t, p.Onboarding),
+		Workload: wrapAPIServer(t, p.Workload), MCP: wrapAPIServer(t, p.MCP),
+	}
+	for i, s := range p.MCPs {
+		if i == 0 {
+			out.MCPs = append(out.MCPs, out.MCP)
+			continue
+		}
+		mcp := wrapAPIServer(t, s)
+		mcp.Purpose = PurposeMCP
+		out.MCPs = append(out.MCPs, mcp)
+	}
+	if p.KCP != nil {
+		out.KCP = &KCP{p.KCP}
+	}
+	return out
+}
+
+// PrepareProvider prepares a provider workspace in the platform's kcp, as a platform
+// team does for a provider's runtime (localenv.ProviderWorkspace), and returns its
+// logical cluster and the runtime's kubeconfig. On a shared platform each test
+// prepares its own, under its own workspace and with a Secret of its own name.
+func (p *Platform) PrepareProvider(ctx context.Context, t testing.TB, pw localenv.ProviderWorkspace) (logicalcluster.Name, []byte) {
+	t.Helper()
+	lc, kubeconfig, err := p.local.PrepareProvider(ctx, pw)
+	if err != nil {
+		t.Fatalf("preparing the provider workspace %s: %v", pw.Path, err)
+	}
+	return lc, kubeconfig
+}
+
 // noOperatorBackoff fails the test when one of the openmcp-operator's controllers
 // failed to reconcile a request: each failure puts the request into the controller's
 // exponential backoff (up to about 16 minutes), which the runtime's order of requests
@@ -84,24 +107,38 @@ func StartPlatform(ctx context.Context, t testing.TB, opts localenv.PlatformOpti
 // request is gone, nothing waits for its grant.
 func noOperatorBackoff(t testing.TB, op *localenv.Operator) {
 	t.Helper()
+	notes, err := operatorBackoff(op)
+	for _, n := range notes {
+		t.Log(n)
+	}
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// operatorBackoff is noOperatorBackoff's finding: what to report, and an error if a
+// request still wanted went into the operator's backoff.
+func operatorBackoff(op *localenv.Operator) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	var notes []string
+	var errs []error
 	for _, controller := range []string{"clusterrequest", "accessrequest"} {
 		n, err := op.ReconcileErrors(ctx, controller)
 		if err != nil {
-			t.Errorf("%v", err)
+			errs = append(errs, err)
 			continue
 		}
 		if n == 0 {
 			continue
 		}
-		errs, err := op.ReconcilerErrors(controller)
+		logged, err := op.ReconcilerErrors(controller)
 		if err != nil {
-			t.Errorf("%v", err)
+			errs = append(errs, err)
 			continue
 		}
 		var stalled, gone []string
-		for _, e := range errs {
+		for _, e := range logged {
 			if e.RequestGone() {
 				gone = append(gone, e.Line)
 			} else {
@@ -109,14 +146,15 @@ func noOperatorBackoff(t testing.TB, op *localenv.Operator) {
 			}
 		}
 		if len(gone) > 0 {
-			t.Logf("the openmcp-operator's %s controller failed %d times on requests deleted while it reconciled them (no grant waited):\n%s",
-				controller, len(gone), strings.Join(gone, "\n"))
+			notes = append(notes, fmt.Sprintf("the openmcp-operator's %s controller failed %d times on requests deleted while it reconciled them (no grant waited):\n%s",
+				controller, len(gone), strings.Join(gone, "\n")))
 		}
-		if len(stalled) > 0 || int(n) > len(errs) {
-			t.Errorf("the openmcp-operator's %s controller failed %v times (%d logged on requests still wanted): each put a request into its backoff:\n%s",
-				controller, n, len(stalled), strings.Join(stalled, "\n"))
+		if len(stalled) > 0 || int(n) > len(logged) {
+			errs = append(errs, fmt.Errorf("the openmcp-operator's %s controller failed %v times (%d logged on requests still wanted): each put a request into its backoff:\n%s",
+				controller, n, len(stalled), strings.Join(stalled, "\n")))
 		}
 	}
+	return notes, errors.Join(errs...)
 }
 
 // StandardOptions configure StartStandard.
