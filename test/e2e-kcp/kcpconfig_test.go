@@ -164,7 +164,7 @@ func waitKCPMode(ctx context.Context, t testing.TB, pf client.Client, name strin
 }
 
 // wantConfigEvent waits for an event of the type and reason on the ProviderConfig name.
-func wantConfigEvent(ctx context.Context, t testing.TB, pf client.Client, name string, eventType, reason string) {
+func wantConfigEvent(ctx context.Context, t testing.TB, pf client.Client, name, eventType, reason string) {
 	t.Helper()
 	harness.Eventually(ctx, t, time.Minute, fmt.Sprintf("%s event %s on the ProviderConfig", eventType, reason), func(ctx context.Context) error {
 		items, err := eventsRegarding(ctx, pf, "WidgetConfig", client.ObjectKey{Name: name})

@@ -45,9 +45,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// The names of the tests on a platform of their own (TestRuntimeKCPMode, the replica
-// tests, TestOperations); a test on the shared platform serves a provider of its own
-// name (kcpEnv).
+// The names of the tests on a platform of their own (TestRuntimeKCPMode,
+// TestOperations), and the provider name a replica process serves unless told another;
+// a test on the shared platform serves a provider of its own name (kcpEnv).
 const (
 	spName        = "widgets"
 	providerWS    = "root:provider"
@@ -233,13 +233,13 @@ func startKCPEnvOn(ctx context.Context, t *testing.T, where envPlatform, opts bu
 // identity's kubeconfig Secret.
 func newKCPEnvOn(ctx context.Context, t *testing.T, where envPlatform) *kcpEnv {
 	t.Helper()
-	_, configCRD, err := widget.CRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
 	e := &kcpEnv{scheme: spScheme(t)}
 	var p *harness.Platform
 	if where.private {
+		_, configCRD, err := widget.CRDs()
+		if err != nil {
+			t.Fatal(err)
+		}
 		e.name, e.providerWS, e.tenants = spName, logicalcluster.NewPath(providerWS), logicalcluster.NewPath("root")
 		e.secret = types.NamespacedName{Namespace: kcpSecretNS, Name: kcpSecretName}
 		po := widgetPlatform(configCRD, where.shards)
@@ -298,13 +298,11 @@ func TestRuntimeKCPMode(t *testing.T) {
 	// whose widget main is Ready and installed (with the greeting of the later subtests).
 	serve := func(t *testing.T, name, color string) (logicalcluster.Path, logicalcluster.Name, client.Client) {
 		t.Helper()
-		path, lc := k.CreateWorkspace(ctx, t, e.tenants, name)
-		k.CreateAPIBinding(ctx, t, path, e.name, e.providerWS, e.name, apiexport.AcceptedClaims(e.name))
-		c := harness.NewClient(t, k.ConfigFor(path), scheme)
-		newWidget(ctx, t, c, "main", color)
-		waitReady(ctx, t, c, main)
-		wantConfigMap(ctx, t, wl, lc, "ciao", color)
-		return path, lc, c
+		tn := e.newTenant(ctx, t, name)
+		newWidget(ctx, t, tn.c, "main", color)
+		waitReady(ctx, t, tn.c, main)
+		wantConfigMap(ctx, t, wl, tn.lc, "ciao", color)
+		return tn.path, tn.lc, tn.c
 	}
 
 	t.Run("every tenant becomes Ready with its own credentials", func(t *testing.T) {

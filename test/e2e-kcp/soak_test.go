@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kcp-dev/logicalcluster/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
-	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
@@ -58,15 +56,9 @@ func TestSoak(t *testing.T) {
 	n, duration := soakSize(t)
 	e := startKCPEnv(ctx, t, builder.Options{})
 
-	type ws struct {
-		lc logicalcluster.Name
-		c  client.Client
-	}
-	all := make([]ws, n)
+	all := make([]tenant, n)
 	for i := range all {
-		path, lc := e.k.CreateWorkspace(ctx, t, e.tenants, fmt.Sprintf("soak-%d", i))
-		e.k.CreateAPIBinding(ctx, t, path, e.name, e.providerWS, e.name, apiexport.AcceptedClaims(e.name))
-		all[i] = ws{lc: lc, c: harness.NewClient(t, e.k.ConfigFor(path), e.scheme)}
+		all[i] = e.newTenant(ctx, t, fmt.Sprintf("soak-%d", i))
 	}
 
 	var (
