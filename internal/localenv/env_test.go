@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 }
 
 // newTestEnv is an Env in a scratch folder named name, stopped when the test ends.
-func newTestEnv(t *testing.T, name string) *Env {
+func newTestEnv(t testing.TB, name string) *Env {
 	t.Helper()
 	assets, err := AssetsDir()
 	if err != nil {

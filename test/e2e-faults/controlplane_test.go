@@ -27,6 +27,7 @@ import (
 // the ControlPlane exists. One whose access the platform holds back shows the
 // platform's reason. Each ends counting what is left of it.
 func TestControlPlaneNotFound(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	const (
 		held    = "held"

@@ -27,6 +27,9 @@ import (
 // says why it is not Ready, the runtime keeps retrying, and the change is installed
 // once the API answers again; the tenant's accesses are neither released nor ordered
 // twice meanwhile.
+//
+// Not parallel: it counts failed reconciles in the process's metrics, which every
+// runtime of this package writes under the same provider name.
 func TestWorkloadUnreachableForAWhile(t *testing.T) {
 	ctx := t.Context()
 	e := startEnv(ctx, t, envOptions{controlPlanes: []string{"alpha"}, proxyWorkload: true})
@@ -63,6 +66,7 @@ func TestWorkloadUnreachableForAWhile(t *testing.T) {
 // withdraws the denied request and orders it again, so once the platform would grant
 // it the object becomes Ready, with one request of each kind.
 func TestDeniedAccessOrderedAgain(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	var deny atomic.Bool
 	deny.Store(true)
@@ -93,6 +97,7 @@ func TestDeniedAccessOrderedAgain(t *testing.T) {
 // once per timeout, without withdrawing the request; when the platform can serve it,
 // the object becomes Ready. Another tenant is served meanwhile.
 func TestWorkloadNeverGranted(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	withheldNS := cluster.StandardIdentity(tenantNamespace, "alpha").TenantNamespace()
 	var withhold atomic.Bool

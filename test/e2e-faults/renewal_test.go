@@ -22,6 +22,7 @@ import (
 // the engine's renewal-bound requeue the Secret would be refreshed only once a minute
 // and go stale for ~40 s of every minute.
 func TestAccessRenewalReachesWorker(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	const ttl = 20 * time.Second
 	e := startEnv(ctx, t, envOptions{

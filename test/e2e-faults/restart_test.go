@@ -20,6 +20,7 @@ import (
 // a new process takes over. Afterwards there is exactly one of each request and access
 // ServiceAccount while the object lives, and none after it is gone.
 func TestRuntimeKilledMidCreateAndMidDelete(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	e := startEnv(ctx, t, envOptions{controlPlanes: []string{"alpha"}})
 	rt := e.startRuntimeProcess(t)

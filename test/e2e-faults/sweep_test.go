@@ -30,6 +30,7 @@ import (
 // clusters. Another tenant of ours and another provider's requests for a tenant that
 // does not exist are untouched.
 func TestOrphanSweep(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	e := startEnv(ctx, t, envOptions{
 		controlPlanes: []string{"alpha", "beta"},

@@ -19,6 +19,7 @@ import (
 // runtime's own check (v1alpha1.KCP.Validate, which the kcp supervisor applies) agrees with
 // the API server on every case.
 func TestMalformedKCPRejected(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	_, configCRD, err := widget.CRDs()
 	if err != nil {

@@ -65,6 +65,7 @@ func (p backupTarget) Delete(ctx context.Context, w *widget.Widget) (provider.Re
 // registration, next to the workload cluster, reaches it in CreateOrUpdate and Delete,
 // and deletion releases its requests.
 func TestAdditionalCluster(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	p := startWidgets(ctx, t, "alpha")
 	ob, wl, pf := p.Onboarding.Client, p.Workload.Client, p.Platform.Platform.Client

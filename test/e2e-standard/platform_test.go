@@ -34,6 +34,7 @@ import (
 // standard mode, as a platform service: one kube-apiserver is the platform cluster and
 // the only cluster. The assertions are what an operator reads there.
 func TestPlatformServiceMode(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	harness.LogToTest(t)
 	widgetCRD, configCRD, err := widget.CRDs()

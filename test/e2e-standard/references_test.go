@@ -48,6 +48,7 @@ func (p *countingProvider) count(name string) int {
 // every widget for the pull secret the WidgetConfig names (their copies follow its
 // data), and only alpha for the Secret alpha's annotation names.
 func TestReferencedSecrets(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	p := startWidgets(ctx, t, "alpha", "beta")
 	ob, wl, pf := p.Onboarding.Client, p.Workload.Client, p.Platform.Platform.Client

@@ -26,6 +26,7 @@ import (
 // TestStandardMode drives the widget provider through its life on the onboarding
 // cluster, asserting on what a tenant and an operator would read.
 func TestStandardMode(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	widgetCRD, configCRD, err := widget.CRDs()
 	if err != nil {
