@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,18 +42,37 @@ const (
 	localMain   = "./cmd/kcp-serviceprovider-local"
 )
 
-// buildBinary builds the main package pkg into the test's temporary folder: the tests
-// run the binary users and the openmcp-operator run, not the packages in-process.
+// built are the binaries this test binary has built, by package: three tests run the
+// product binary, and each build costs seconds of both cores to link.
+var built = struct {
+	sync.Mutex
+	paths map[string]string
+}{paths: map[string]string{}}
+
+// buildBinary builds the main package pkg once per test binary, into its scratch
+// folder (removed by harness.Main), and returns its path: the tests run the binary
+// users and the openmcp-operator run, not the packages in-process. It is linked
+// without DWARF (-s -w), as the test binaries are: stack traces keep file and line.
 func buildBinary(t *testing.T, pkg string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	built.Lock()
+	defer built.Unlock()
+	if bin, ok := built.paths[pkg]; ok {
+		return bin
+	}
+	dir, err := localenv.ScratchDir("bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, filepath.Base(pkg))
 	start := time.Now()
-	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd := exec.Command("go", "build", "-ldflags=-s -w", "-o", bin, pkg)
 	cmd.Dir = repoRoot
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the binary: %v\n%s", err, out)
 	}
-	t.Logf("binary built in %s", time.Since(start).Round(100*time.Millisecond))
+	t.Logf("binary %s built in %s", pkg, time.Since(start).Round(100*time.Millisecond))
+	built.paths[pkg] = bin
 	return bin
 }
 

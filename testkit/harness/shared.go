@@ -64,7 +64,7 @@ func sharedFor(t testing.TB, what, key string, start func(s *sharedServers) erro
 			s.err = fmt.Errorf("test binaries missing (%w): %s", err, missingHint)
 			return
 		}
-		if s.dir, s.err = localenv.ScratchDir("shared-" + what); s.err != nil {
+		if s.dir, s.err = localenv.ScratchDir("shared-" + strings.ReplaceAll(what, " ", "-")); s.err != nil {
 			return
 		}
 		if s.env, s.err = localenv.New(s.dir, assets); s.err != nil {
