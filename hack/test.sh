@@ -42,8 +42,8 @@ step fuzz-kcp go test -run '^$' -fuzz FuzzValidateKCP -fuzztime 150000x ./api/v1
 step fuzz-names go test -run '^$' -fuzz FuzzIdentityNames -fuzztime 20000x ./cluster/
 
 # Packages start kcp and kube-apiservers of their own; two at a time fit two cores.
-# The three longest (5-14 min each) go first, so that the two slots end together
-# rather than one of them starting the longest last.
+# The three longest (4-10 min each in the warm run of 2026-12-06) go first, so that the
+# two slots end together rather than one of them starting the longest last.
 slow=(./test/e2e-kcp ./test/e2e-faults ./test/e2e-binary)
 mod=$(go list -m)
 rest=$(go list ./... | grep -vxF -e "$mod/test/e2e-kcp" -e "$mod/test/e2e-faults" -e "$mod/test/e2e-binary")
