@@ -60,6 +60,7 @@ var (
 // openmcp-operator's scheduler and access-request controller. Tenants apply the sample
 // manifests of examples/echo/config.
 func TestBinary(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	harness.LogToTest(t)
 	testStart := time.Now()

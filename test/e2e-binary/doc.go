@@ -26,4 +26,9 @@
 // TestLocal runs `kcp-serviceprovider-local local` and follows the README's quickstart word
 // by word, then interrupts it and checks that no process and no file outside its state
 // folder is left.
+//
+// The tests run in parallel (two at a time on two cores): each starts servers of its own
+// (a platform, or the local command's), binds its probes and metrics to free ports and
+// looks for leftover processes only by its own state folder. Most of their time is
+// spent waiting on the operator, grants and rollouts, not computing.
 package e2ebinary

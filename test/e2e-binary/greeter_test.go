@@ -17,6 +17,7 @@ import (
 // commands it prints end with a Ready Greeter in a workspace and on the onboarding
 // cluster, installed by Flux.
 func TestGreeterLocal(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	bin := buildBinary(t, "./examples/greeter/cmd/greeter")
 	repo, err := filepath.Abs(repoRoot)

@@ -25,6 +25,7 @@ import (
 // workload cluster, and Ctrl-C stops every process and leaves no file outside the
 // state folder.
 func TestLocal(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	bin := buildBinary(t, localMain)
 	repo, err := filepath.Abs(repoRoot)

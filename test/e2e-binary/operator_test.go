@@ -47,6 +47,7 @@ const providerImage = "ghcr.io/openmcp-project/kcp-serviceprovider:v0.1.0"
 // operator's bindings to it are inert and config/rbac/platform.yaml is all the binary
 // has. Tenants in kcp and standard mode get their Echo, and leave nothing behind.
 func TestOperatorDeploysProvider(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	harness.LogToTest(t)
 	testStart := time.Now()
@@ -132,6 +133,7 @@ func TestOperatorDeploysProvider(t *testing.T) {
 // ps-echo, the kubelet stand-in runs them with config/rbac/platform-service.yaml only,
 // and an Echo on the platform cluster gets its worker there.
 func TestOperatorDeploysPlatformService(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	harness.LogToTest(t)
 	bin := buildBinary(t, productMain)

@@ -45,6 +45,7 @@ const scratchMainMaxLines = 30
 // the runtime's generic manifests (config/kcp/runtime-rbac.yaml and
 // tenant-apibinding.yaml) with the provider's names filled in, as their comments ask.
 func TestScratchProvider(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	harness.LogToTest(t)
 
