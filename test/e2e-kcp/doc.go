@@ -13,6 +13,9 @@
 // workspace of the test's, and they run in parallel (replica processes too, told the
 // provider's name). A test that restarts kcp (TestRuntimeKCPMode) or serves an
 // onboarding cluster beside kcp (TestOperations) has a platform to itself.
+// TestRuntimeKCPMode runs beside the others; the two tests that bound a failover by a
+// time (TestOperations and TestReplicasShareWorkspaces) run one after the other, first,
+// before the parallel ones start.
 //
 // The tests need the binaries of hack/test-binaries.sh (see package testkit/harness).
 package e2ekcp

@@ -277,6 +277,7 @@ func uniqueSuffix() string {
 // TestRuntimeKCPMode serves the widget provider (the same code as the standard-mode
 // tests) into three kcp workspaces and checks what tenants and operators would.
 func TestRuntimeKCPMode(t *testing.T) {
+	t.Parallel() // on a platform of its own (it restarts kcp); no bound on time
 	ctx := t.Context()
 	harness.LogToTest(t)
 	// A fast orphan sweep, so that the unbinding tenant's leftovers go within the test
