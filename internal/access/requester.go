@@ -121,6 +121,9 @@ type Requester struct {
 	// routed remembers when routeAccessRequest created each AccessRequest, until the
 	// informer cache shows it (route.go).
 	routed map[client.ObjectKey]time.Time
+	// unrouted remembers since when a tenant's granted ClusterRequest names a Cluster
+	// the informer cache does not show yet (awaitRoute), by AccessRequest.
+	unrouted map[client.ObjectKey]time.Time
 	// records holds, by tenantKey, the annotations Record was asked to keep while the
 	// tenant had no AccessRequest, for routeAccessRequest to create it with; only
 	// until Record sees the request.
@@ -175,7 +178,7 @@ func New(platform client.Client, opts Options) *Requester {
 	return &Requester{opts: opts, platform: platform, namespaces: namespaces,
 		lib: newLib(namespaces, opts), release: newLib(namespaces, opts),
 		cache: map[types.UID]cachedAccess{}, granted: map[string]grantedAccess{}, tenants: map[string]*tenantState{},
-		routed: map[client.ObjectKey]time.Time{}, records: map[string]map[string]string{}}
+		routed: map[client.ObjectKey]time.Time{}, unrouted: map[client.ObjectKey]time.Time{}, records: map[string]map[string]string{}}
 }
 
 // newLib configures one instance of the clusteraccess library.

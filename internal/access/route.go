@@ -35,9 +35,10 @@ import (
 // next pass, when the informer cache shows the request (routedGrace), so that it never
 // orders a second, unrouted one. Everything else about the request is the clusteraccess
 // library's, which finds it existing and leaves it be: the same name, namespace,
-// managed labels, finalizer and token configuration. Where the route cannot be read (the Cluster or its profile not
-// visible yet) nothing is created here and the library orders the request as it
-// always does. For a registration on a ClusterRequest the runtime does not own (a
+// managed labels, finalizer and token configuration. Where the granted Cluster or its
+// profile is not in the cache yet, the tenant waits for it (awaitRoute), for at most
+// routedGrace; after that, or where the profile names no cluster provider, nothing is
+// created here and the library orders the request as it always does. For a registration on a ClusterRequest the runtime does not own (a
 // ControlPlane's), the tenant waits for that grant here, before the library creates a
 // request that could only be answered with backoff.
 //
@@ -52,6 +53,7 @@ func (r *Requester) routeAccessRequest(ctx context.Context, key Key, reg advance
 		if err == nil {
 			r.mu.Lock()
 			delete(r.routed, arKey)
+			delete(r.unrouted, arKey)
 			r.mu.Unlock()
 		}
 		return err // exists (nil), or could not be read
@@ -101,12 +103,24 @@ func (r *Requester) routeAccessRequest(ctx context.Context, key Key, reg advance
 
 	c := &clustersv1alpha1.Cluster{}
 	if err := r.platform.Get(ctx, cr.Status.Cluster.NamespacedName(), c); err != nil {
-		return client.IgnoreNotFound(err)
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
+		return r.awaitRoute(key, arKey)
 	}
 	profile := &clustersv1alpha1.ClusterProfile{}
-	if err := r.platform.Get(ctx, client.ObjectKey{Name: c.Spec.Profile}, profile); err != nil || profile.Spec.ProviderRef.Name == "" {
-		return client.IgnoreNotFound(err)
+	if err := r.platform.Get(ctx, client.ObjectKey{Name: c.Spec.Profile}, profile); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
+		return r.awaitRoute(key, arKey)
 	}
+	if profile.Spec.ProviderRef.Name == "" {
+		return nil // no cluster provider to route to: the library orders it unrouted
+	}
+	r.mu.Lock()
+	delete(r.unrouted, arKey)
+	r.mu.Unlock()
 	token, err := reg.AccessRequestTokenConfig()
 	if err != nil {
 		return fmt.Errorf("token configuration of %s access: %w", reg.ID(), err)
@@ -142,6 +156,29 @@ func (r *Requester) requestName(key Key, reg advanced.ParameterizedClusterRegist
 		suffix = reg.ID()
 	}
 	return advanced.StableRequestName(r.opts.ControllerName, key.Request, suffix)
+}
+
+// awaitRoute is the answer when the ClusterRequest is granted but the informer cache
+// does not show its Cluster (or the Cluster's profile) yet: the grant says they exist,
+// and the cache is a watch event behind (the Cluster and the grant reach it through
+// different informers; an e2e run under load saw the grant first). The tenant looks
+// again in a second rather than let the library order an unrouted request, which the
+// operator's access-request controller must then resolve at its own pace. If the
+// route stays unreadable for routedGrace, the library orders the request as it always
+// does.
+func (r *Requester) awaitRoute(key Key, arKey client.ObjectKey) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	since, waited := r.unrouted[arKey]
+	if !waited {
+		since = time.Now()
+		r.unrouted[arKey] = since
+	}
+	if time.Since(since) >= routedGrace {
+		delete(r.unrouted, arKey)
+		return nil
+	}
+	return &WaitingError{Reason: r.opts.WaitingReason, RequeueAfter: time.Second, Message: r.waitingMessage(key)}
 }
 
 // routedGrace is how long an AccessRequest this Requester created is taken to exist
