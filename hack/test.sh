@@ -48,11 +48,11 @@ step fuzz-kcp go test -run '^$' -fuzz FuzzValidateKCP -fuzztime 150000x ./api/v1
 step fuzz-names go test -run '^$' -fuzz FuzzIdentityNames -fuzztime 20000x ./cluster/
 
 # Packages start kcp and kube-apiservers of their own. Three at a time (and the
-# migration suite beside them): at two, the cores were half idle over the tests of a
-# warm run (54 %, 2026-12-06), most packages waiting on their servers, the operator and
-# grants; three took the tests from 961 s to 780 s. The three longest (3-10 min each)
-# go first, so that the slots end together rather than one of them starting the
-# longest last.
+# migration suite beside them): at two, the cores were 57 % busy over the tests of a
+# warm run (2026-12-06), most packages waiting on their servers, the operator and
+# grants; at three 73 %, and the tests took 780 s against 961 s. The three longest
+# (3-10 min each) go first, so that the slots end together rather than one of them
+# starting the longest last.
 slow=(./test/e2e-kcp ./test/e2e-faults ./test/e2e-binary)
 mod=$(go list -m)
 rest=$(go list ./... | grep -vxF -e "$mod/test/e2e-kcp" -e "$mod/test/e2e-faults" -e "$mod/test/e2e-binary")

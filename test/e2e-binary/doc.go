@@ -27,7 +27,7 @@
 // by word, then interrupts it and checks that no process and no file outside its state
 // folder is left.
 //
-// The tests run in parallel (two at a time on two cores): each starts servers of its own
+// The tests run in parallel (GOMAXPROCS of them at a time): each starts servers of its own
 // (a platform, or the local command's), binds its probes and metrics to free ports and
 // looks for leftover processes only by its own state folder. Most of their time is
 // spent waiting on the operator, grants and rollouts, not computing.
