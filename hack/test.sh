@@ -72,8 +72,8 @@ fi
 status=0
 # The migration suite is a module of its own (it links opencontrolplane-runtime, which
 # the product module must not). It runs beside the other packages, started first: it
-# waits on its servers and the operator more than it computes (the cores were a quarter
-# idle through the tests), and alone after them it added 2.5 min. Its counts (requests
+# waits on its servers and the operator more than it computes (the cores have room, as
+# above), and alone after them it added 2.5 min. Its counts (requests
 # and UIDs, workers, leftovers after the rollback) are printed at the end; its servers'
 # logs only when it fails.
 began=$SECONDS

@@ -38,9 +38,10 @@ import (
 // managed labels, finalizer and token configuration. Where the granted Cluster or its
 // profile is not in the cache yet, the tenant waits for it (awaitRoute), for at most
 // routedGrace; after that, or where the profile names no cluster provider, nothing is
-// created here and the library orders the request as it always does. For a registration on a ClusterRequest the runtime does not own (a
-// ControlPlane's), the tenant waits for that grant here, before the library creates a
-// request that could only be answered with backoff.
+// created here and the library orders the request as it always does. For a
+// registration on a ClusterRequest the runtime does not own (a ControlPlane's), the
+// tenant waits for that grant here, before the library creates a request that could
+// only be answered with backoff.
 //
 // reg is the registration for the tenant and namespace its platform namespace, as
 // Ensure derived them.
@@ -102,18 +103,16 @@ func (r *Requester) routeAccessRequest(ctx context.Context, key Key, reg advance
 	}
 
 	c := &clustersv1alpha1.Cluster{}
-	if err := r.platform.Get(ctx, cr.Status.Cluster.NamespacedName(), c); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return err
-		}
+	if err := r.platform.Get(ctx, cr.Status.Cluster.NamespacedName(), c); apierrors.IsNotFound(err) {
 		return r.awaitRoute(key, arKey)
+	} else if err != nil {
+		return err
 	}
 	profile := &clustersv1alpha1.ClusterProfile{}
-	if err := r.platform.Get(ctx, client.ObjectKey{Name: c.Spec.Profile}, profile); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return err
-		}
+	if err := r.platform.Get(ctx, client.ObjectKey{Name: c.Spec.Profile}, profile); apierrors.IsNotFound(err) {
 		return r.awaitRoute(key, arKey)
+	} else if err != nil {
+		return err
 	}
 	if profile.Spec.ProviderRef.Name == "" {
 		return nil // no cluster provider to route to: the library orders it unrouted
