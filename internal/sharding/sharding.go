@@ -246,3 +246,22 @@ func (ownership) Start(ctx context.Context) error {
 	<-ctx.Done()
 	return nil
 }
+
+// Owner returns the replica, of the named replicas, that serves workspace when
+// they all serve one kcp shard: the one the rendezvous hash names. It is what a
+// test that needs every replica to serve some workspace checks its workspaces
+// against, rather than hoping: six workspaces fall to one of two replicas once in
+// 32 runs.
+func Owner(workspace string, replicas ...string) string {
+	peers := make([]sharder.PeerInfo, len(replicas))
+	for i, r := range replicas {
+		peers[i] = sharder.PeerInfo{ID: peerID(r), Weight: 1}
+	}
+	hrw := sharder.NewHRW()
+	for i, p := range peers {
+		if hrw.ShouldOwn(workspace, peers, p) {
+			return replicas[i]
+		}
+	}
+	return ""
+}

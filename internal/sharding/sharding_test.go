@@ -129,6 +129,15 @@ func TestReplicasAgreeAndForgetTheDead(t *testing.T) {
 		t.Errorf("the silent replica was dropped after %s, want within its lease (%s) and a refresh", d, testTTL)
 	}
 
+	// Owner, what tests check their workspaces' owners against, names the replica
+	// that takes the workspace.
+	for i := range 50 {
+		ws := fmt.Sprintf("ws-%d", i)
+		if got, want := sharding.Owner(ws, "a", "b") == "a", a.Responsible(ws); got != want {
+			t.Errorf("%s: Owner says a is its owner: %v; a says it is responsible: %v", ws, got, want)
+		}
+	}
+
 	// A replica that stops deletes its Lease: the others drop it without waiting.
 	stopped := time.Now()
 	stopB()

@@ -13,11 +13,13 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/apichange"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/sharding"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
-// upgradeTenants is how many tenant workspaces store objects during the rollout.
+// upgradeTenants is how many tenant workspaces at least store objects during the
+// rollout.
 const upgradeTenants = 6
 
 // TestOlderReplicaKeepsNewerFields is a rollout of a Service API change in kcp mode,
@@ -46,11 +48,22 @@ func TestOlderReplicaKeepsNewerFields(t *testing.T) {
 	}
 
 	main := client.ObjectKey{Namespace: "default", Name: "main"}
-	tenants := make([]tenant, upgradeTenants)
-	for i := range tenants {
-		tenants[i] = e.newTenant(ctx, t, fmt.Sprintf("upgrade-%02d", i))
-		newWidget(ctx, t, tenants[i].c, main.Name, "blue")
-		harness.Patch(ctx, t, tenants[i].c, main, func(w *widget.Widget) { w.Spec.Terminal = true })
+	// The older replica must serve some of the tenants once it joins, and the
+	// rendezvous hash gives all of six workspaces to one of two replicas once in 32
+	// runs: another tenant joins until the hash divides them.
+	var tenants []tenant
+	divided := func() bool {
+		owners := map[string]bool{}
+		for _, tn := range tenants {
+			owners[sharding.Owner(tn.lc.String(), "new", "old")] = true
+		}
+		return len(owners) == 2
+	}
+	for len(tenants) < upgradeTenants || !divided() {
+		tn := e.newTenant(ctx, t, fmt.Sprintf("upgrade-%02d", len(tenants)))
+		newWidget(ctx, t, tn.c, main.Name, "blue")
+		harness.Patch(ctx, t, tn.c, main, func(w *widget.Widget) { w.Spec.Terminal = true })
+		tenants = append(tenants, tn)
 	}
 	eachTenant(t, tenants, func(t *testing.T, tn tenant) { waitReady(ctx, t, tn.c, main) })
 
@@ -86,14 +99,14 @@ func TestOlderReplicaKeepsNewerFields(t *testing.T) {
 			}
 			return fmt.Errorf("%d events, none of them", len(evs))
 		})
-		wantEachShares(ctx, t, replicas, upgradeTenants)
+		wantEachShares(ctx, t, replicas, len(tenants))
 		round(t, "green")
 	})
 
 	t.Run("the older replica alone (a rollback) keeps every field", func(t *testing.T) {
 		replicas["new"].stop(syscall.SIGKILL, 0)
 		delete(replicas, "new")
-		wantMetric(ctx, t, replicas["old"], "serviceprovider_kcp_workspaces_owned", nil, upgradeTenants)
+		wantMetric(ctx, t, replicas["old"], "serviceprovider_kcp_workspaces_owned", nil, float64(len(tenants)))
 		round(t, "yellow")
 	})
 
