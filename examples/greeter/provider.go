@@ -229,7 +229,7 @@ func (Provider) Delete(ctx context.Context, g *v1alpha1.Greeter) (provider.Resul
 		return provider.Result{}, errors.New("no platform writer: the greeter provider declares PlatformPermissions")
 	}
 	d, ns := cluster.DeletionFromCtx(ctx), cluster.IdentityFromCtx(ctx).TenantNamespace()
-	pending := 0
+	var pending []string
 	for _, name := range []string{ReleaseName, APIReleaseName, ControllerReleaseName} {
 		hr := &helmv2.HelmRelease{}
 		err := platform.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, hr)
@@ -239,7 +239,7 @@ func (Provider) Delete(ctx context.Context, g *v1alpha1.Greeter) (provider.Resul
 		if err != nil {
 			return provider.Result{}, fmt.Errorf("reading HelmRelease %s: %w", name, err)
 		}
-		pending++
+		pending = append(pending, uninstalling(hr))
 		if d.EndUser == cluster.Gone && name != ControllerReleaseName && !hr.Spec.Suspend {
 			// The tenant's end-user cluster may be gone with it (a deleted workspace):
 			// Helm could not uninstall there, and Flux skips the uninstall of a
@@ -256,8 +256,11 @@ func (Provider) Delete(ctx context.Context, g *v1alpha1.Greeter) (provider.Resul
 			}
 		}
 	}
-	if pending > 0 {
-		return provider.Pending("waiting for Flux to uninstall the chart", 2*time.Second), nil
+	if len(pending) > 0 {
+		// Flux's own word on each release goes to the tenant: an uninstall can wait
+		// minutes on the target's API server (a CRD whose instances it cannot list
+		// yet), and "waiting" alone does not say on what.
+		return provider.Pending("waiting for Flux to uninstall the chart: "+strings.Join(pending, "; "), 2*time.Second), nil
 	}
 	repo := &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: SourceName}}
 	if err := platform.Delete(ctx, repo); err != nil && !apierrors.IsNotFound(err) {
@@ -270,6 +273,16 @@ func (Provider) Delete(ctx context.Context, g *v1alpha1.Greeter) (provider.Resul
 		}
 	}
 	return provider.Done(), nil
+}
+
+// uninstalling describes a release being uninstalled: its name, and Flux's Ready
+// condition when Flux has said something.
+func uninstalling(hr *helmv2.HelmRelease) string {
+	c := apimeta.FindStatusCondition(hr.Status.Conditions, fluxmeta.ReadyCondition)
+	if c == nil {
+		return "HelmRelease " + hr.Name
+	}
+	return fmt.Sprintf("HelmRelease %s (%s: %s)", hr.Name, c.Reason, c.Message)
 }
 
 // chartVersion is the version a release was installed at: Flux appends the OCI

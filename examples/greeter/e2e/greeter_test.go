@@ -53,6 +53,19 @@ type served struct {
 	obj *v1alpha1.Greeter
 }
 
+// fluxWaitTimeout bounds the kit's waits here, above its default of two minutes: a
+// tenant's object is gone only when Flux has uninstalled the chart, and Helm waits
+// until the chart's CRD is gone from the end-user cluster. The API server's CRD
+// finalizer lists the CRD's objects through a watch cache it starts only then;
+// until that cache is ready the list fails ("storage is (re)initializing", in
+// kcp's log at the deletions here) and the finalizer retries with a growing
+// backoff. A deletion outlasted two minutes once in a warm run of 2026-12-06 with
+// that error in kcp's log; other projects' e2e suites allow five minutes for a
+// CRD's deletion for this reason. The Greeter's Ready condition (reason
+// Deleting) names the releases still uninstalling and Flux's word on each, so a
+// failure here says which.
+const fluxWaitTimeout = 5 * time.Minute
+
 // TestGreeterOnFlux serves five kcp workspaces and five ControlPlanes, each through
 // Flux, and checks what the tenants and the platform team would: the chart on every
 // target, a version change rolled to all, a version that does not exist shown with
@@ -71,7 +84,7 @@ func TestGreeterOnFlux(t *testing.T) {
 	config := &v1alpha1.GreeterConfig{Spec: v1alpha1.GreeterConfigSpec{ChartVersion: "0.1.0", Insecure: true,
 		Interval: &metav1.Duration{Duration: time.Minute}}}
 	env := testkit.Start(t, testkit.Options{Provider: greeter.Description(), Scheme: scheme, ProviderConfig: config,
-		Flux: true, MCPClusters: tenantsPerMode,
+		Flux: true, MCPClusters: tenantsPerMode, WaitTimeout: fluxWaitTimeout,
 		Prepare: func(t *testing.T, env *testkit.Env) {
 			config.Spec.ChartURL = env.PushChart(t, chartDir, "0.1.0")
 			env.PushChart(t, chartDir, "0.2.0")
