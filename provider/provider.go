@@ -30,7 +30,9 @@ type Reconciler[T Object] interface {
 	// backoff.
 	CreateOrUpdate(ctx context.Context, obj T) (Result, error)
 	// Delete removes what CreateOrUpdate installed. The runtime removes the tenant's
-	// cluster access and the finalizer after Delete reports done.
+	// cluster access and the finalizer after Delete reports done, and does not call it
+	// again while it releases that access (a replica that takes the object over, or a
+	// restart, calls it once more: it must be idempotent).
 	//
 	// The orphan sweep calls Delete too, for a tenant whose object vanished without the
 	// deletion sequence (its finalizer removed by hand, its kcp workspace force-removed):

@@ -131,6 +131,7 @@ type Engine[T provider.Object] struct {
 	// (Present); nil means those served here.
 	known    ClusterLister
 	reported *reported // transitions reported recently (observe.go)
+	removed  *removed  // objects whose provider Delete has finished (delete)
 	written  *writtenStatuses
 	recorder *recorder // events (events.go)
 }
@@ -143,7 +144,7 @@ func New[T provider.Object](opts Options[T], clusters *clusterSet) *Engine[T] {
 	if opts.LiveReader == nil {
 		opts.LiveReader = directReader
 	}
-	e := &Engine[T]{opts: opts, clusters: clusters, reported: newReported(), written: newWrittenStatuses(),
+	e := &Engine[T]{opts: opts, clusters: clusters, reported: newReported(), removed: newRemoved(), written: newWrittenStatuses(),
 		recorder: newRecorder(opts.EventSource, opts.Replica)}
 	if opts.KubeconfigSecrets != nil {
 		e.secrets = newKubeconfigSecrets(opts.KubeconfigSecrets, opts.Provider)
@@ -274,6 +275,7 @@ func (e *Engine[T]) delete(ctx context.Context, t Target[T], w *writer[T], pc pr
 	if held, err := e.stillHeld(ctx, t); err != nil {
 		return reconcile.Result{}, err
 	} else if !held {
+		e.removed.forget(obj.GetUID())
 		return reconcile.Result{}, errGone
 	}
 	if pcErr != nil {
@@ -282,48 +284,16 @@ func (e *Engine[T]) delete(ctx context.Context, t Target[T], w *writer[T], pc pr
 		return e.providerConfigProblem(st, obj.GetGeneration(), pcErr)
 	}
 	setReady(st, obj.GetGeneration(), metav1.ConditionFalse, v1alpha1.ReasonDeleting, "removing the service", v1alpha1.PhaseTerminating)
-
-	tenant := e.newTenant(t.Identity, pc)
-	mcp, err := e.opts.Tenancy.LookupEndUser(ctx, t)
-	if err != nil {
-		return e.waitingOrError(st, obj.GetGeneration(), err)
-	}
-	tenant.MCP, tenant.Worker = mcp, nil
-	// Delete may wait for a child object (a HelmRelease's uninstall) that reads the
-	// end-user kubeconfig from its Secret: the Secret stays current until the access
-	// is released below.
-	if err := e.secrets.publish(ctx, t.Identity.TenantNamespace(), tenant); err != nil {
-		return e.waitingOrError(st, obj.GetGeneration(), err)
-	}
-	if e.opts.Workload != nil {
-		wl, err := e.opts.Workload.Lookup(ctx, t.Key)
-		if err != nil {
-			return e.waitingOrError(st, obj.GetGeneration(), err)
+	// Once the provider has removed its part, the accesses are released over several
+	// reconciles; the provider is not asked again meanwhile. Asked again, it would be
+	// handed an access whose AccessRequest the platform is revoking while this
+	// replica's cache still shows it granted (a TestBinary run saw the end-user
+	// cluster refuse the echo provider's repeated Delete: forbidden).
+	if _, removed := e.removed.get(obj.GetUID()); !removed {
+		if finished, res, err := e.deleteWithProvider(ctx, t, w, pc); !finished {
+			return res, err
 		}
-		tenant.Workload = wl
-	}
-	for id, a := range e.opts.Additional {
-		acc, err := a.Lookup(ctx, withData(t.Key, obj, pc))
-		if err != nil {
-			return e.waitingOrError(st, obj.GetGeneration(), err)
-		}
-		if acc != nil {
-			if tenant.Additional == nil {
-				tenant.Additional = map[string]*cluster.Access{}
-			}
-			tenant.Additional[id] = acc
-		}
-	}
-	tenant.Deletion = &cluster.Deletion{EndUser: reachOf(tenant.MCP != nil, true), Workload: reachOf(tenant.Workload != nil, e.opts.Workload != nil)}
-	res, err := e.callWith(ctx, w, tenant, "Delete", e.opts.Reconciler.Delete)
-	if err != nil {
-		return providerFailed(st, obj.GetGeneration(), "Delete", err, v1alpha1.PhaseTerminating)
-	}
-	if res.InProgress {
-		if res.Message != "" {
-			setReady(st, obj.GetGeneration(), metav1.ConditionFalse, reasonOr(res.Reason, v1alpha1.ReasonDeleting), res.Message, v1alpha1.PhaseTerminating)
-		}
-		return reconcile.Result{RequeueAfter: orDefault(res.RequeueAfter, e.opts.ProgressInterval)}, nil
+		e.removed.remember(obj.GetUID())
 	}
 	for _, id := range slices.Sorted(maps.Keys(e.opts.Additional)) {
 		done, err := e.opts.Additional[id].Release(ctx, withData(t.Key, obj, pc))
@@ -367,8 +337,63 @@ func (e *Engine[T]) delete(ctx context.Context, t Target[T], w *writer[T], pc pr
 	if err := t.Cluster.GetClient().Patch(ctx, obj, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("removing finalizer: %w", err)
 	}
+	e.removed.forget(obj.GetUID())
 	return reconcile.Result{}, errGone
 }
+
+// deleteWithProvider hands the provider its clusters as they stand and calls its
+// Delete. It returns true once the provider has removed everything of its own;
+// otherwise the reconcile's result and error.
+func (e *Engine[T]) deleteWithProvider(ctx context.Context, t Target[T], w *writer[T], pc provider.ProviderConfig) (bool, reconcile.Result, error) {
+	obj := t.Object
+	st := obj.GetServiceStatus()
+	tenant := e.newTenant(t.Identity, pc)
+	mcp, err := e.opts.Tenancy.LookupEndUser(ctx, t)
+	if err != nil {
+		return waiting(e.waitingOrError(st, obj.GetGeneration(), err))
+	}
+	tenant.MCP, tenant.Worker = mcp, nil
+	// Delete may wait for a child object (a HelmRelease's uninstall) that reads the
+	// end-user kubeconfig from its Secret: the Secret stays current until the access
+	// is released below.
+	if err := e.secrets.publish(ctx, t.Identity.TenantNamespace(), tenant); err != nil {
+		return waiting(e.waitingOrError(st, obj.GetGeneration(), err))
+	}
+	if e.opts.Workload != nil {
+		wl, err := e.opts.Workload.Lookup(ctx, t.Key)
+		if err != nil {
+			return waiting(e.waitingOrError(st, obj.GetGeneration(), err))
+		}
+		tenant.Workload = wl
+	}
+	for id, a := range e.opts.Additional {
+		acc, err := a.Lookup(ctx, withData(t.Key, obj, pc))
+		if err != nil {
+			return waiting(e.waitingOrError(st, obj.GetGeneration(), err))
+		}
+		if acc != nil {
+			if tenant.Additional == nil {
+				tenant.Additional = map[string]*cluster.Access{}
+			}
+			tenant.Additional[id] = acc
+		}
+	}
+	tenant.Deletion = &cluster.Deletion{EndUser: reachOf(tenant.MCP != nil, true), Workload: reachOf(tenant.Workload != nil, e.opts.Workload != nil)}
+	res, err := e.callWith(ctx, w, tenant, "Delete", e.opts.Reconciler.Delete)
+	if err != nil {
+		return waiting(providerFailed(st, obj.GetGeneration(), "Delete", err, v1alpha1.PhaseTerminating))
+	}
+	if res.InProgress {
+		if res.Message != "" {
+			setReady(st, obj.GetGeneration(), metav1.ConditionFalse, reasonOr(res.Reason, v1alpha1.ReasonDeleting), res.Message, v1alpha1.PhaseTerminating)
+		}
+		return false, reconcile.Result{RequeueAfter: orDefault(res.RequeueAfter, e.opts.ProgressInterval)}, nil
+	}
+	return true, reconcile.Result{}, nil
+}
+
+// waiting is deleteWithProvider's answer for a deletion that goes on later.
+func waiting(res reconcile.Result, err error) (bool, reconcile.Result, error) { return false, res, err }
 
 // stillHeld reads the object past the cache and reports whether it still carries our
 // finalizer. The cache keeps a released object until the watch delivers its deletion,

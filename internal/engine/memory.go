@@ -66,3 +66,17 @@ func (m *memory[V]) forget(uid types.UID) {
 	delete(m.last, uid)
 	m.mu.Unlock()
 }
+
+// removed remembers the objects being deleted whose provider Delete has finished,
+// so that the releases that follow do not ask the provider again. A replica that
+// takes an object over, or restarts, asks once more: Delete is idempotent.
+type removed struct{ *memory[struct{}] }
+
+// newRemoved keeps an object for ten minutes: a release that takes longer asks the
+// provider once more, which finds nothing left to remove.
+func newRemoved() *removed { return &removed{newMemory[struct{}](10 * time.Minute)} }
+
+// remember records that the provider's Delete of uid has finished.
+func (r *removed) remember(uid types.UID) {
+	r.update(uid, func(struct{}, bool) (struct{}, bool) { return struct{}{}, true })
+}

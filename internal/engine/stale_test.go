@@ -55,7 +55,8 @@ func (*recordingTenancy) RequestsFor(context.Context, map[string]string, Cluster
 	return nil
 }
 
-type recordingWorkload struct{ released int }
+// recordingWorkload counts releases; the first pendingFor of them are not done yet.
+type recordingWorkload struct{ released, pendingFor int }
 
 func (*recordingWorkload) Ensure(context.Context, access.Key) (*cluster.Access, error) {
 	return &cluster.Access{}, nil
@@ -65,7 +66,7 @@ func (*recordingWorkload) Lookup(context.Context, access.Key) (*cluster.Access, 
 }
 func (w *recordingWorkload) Release(context.Context, access.Key) (bool, error) {
 	w.released++
-	return true, nil
+	return w.released > w.pendingFor, nil
 }
 
 type recordingProvider struct{ deleted int }
@@ -123,5 +124,34 @@ func TestStaleDeletionReleasesNothing(t *testing.T) {
 					prov.deleted, wl.released, ten.released, tc.wantRelease)
 			}
 		})
+	}
+}
+
+// TestReleaseDoesNotAskTheProviderAgain: once the provider's Delete has finished, the
+// reconciles that wait for the workload cluster's release do not call it again (it
+// would be handed accesses the platform is revoking), and the engine forgets the
+// object once its finalizer is gone.
+func TestReleaseDoesNotAskTheProviderAgain(t *testing.T) {
+	scheme := widgetScheme(t)
+	obj := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "default", UID: "u1",
+		Finalizers: []string{testFinalizer}, DeletionTimestamp: &metav1.Time{Time: time.Now()}}}
+	server := fake.NewClientBuilder().WithScheme(scheme).WithObjects(obj).WithStatusSubresource(&widget.Widget{}).Build()
+	ten, wl, prov := &recordingTenancy{}, &recordingWorkload{pendingFor: 2}, &recordingProvider{}
+	opts := testOptions(t, prov)
+	opts.Tenancy, opts.Workload = ten, wl
+	opts.LiveReader = func(c ctrlcluster.Cluster) (ctrlclient.Reader, error) { return c.GetAPIReader(), nil }
+	e := New(opts, widgetClusters(server))
+	req := mcreconcile.Request{ClusterName: "ws", Request: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "default", Name: "w"}}}
+	for i := range 3 {
+		if _, err := e.Reconcile(context.Background(), req); err != nil {
+			t.Fatalf("reconcile %d: %v", i+1, err)
+		}
+	}
+	if prov.deleted != 1 || wl.released != 3 || ten.released != 1 {
+		t.Errorf("provider Delete %d, workload releases %d, end-user releases %d; want 1, 3 (two not done yet) and 1",
+			prov.deleted, wl.released, ten.released)
+	}
+	if _, ok := e.removed.get(obj.UID); ok {
+		t.Error("the engine still remembers the object after removing its finalizer")
 	}
 }
