@@ -248,10 +248,8 @@ func (ownership) Start(ctx context.Context) error {
 }
 
 // Owner returns the replica, of the named replicas, that serves workspace when
-// they all serve one kcp shard: the one the rendezvous hash names. It is what a
-// test that needs every replica to serve some workspace checks its workspaces
-// against, rather than hoping: six workspaces fall to one of two replicas once in
-// 32 runs.
+// they all serve one kcp shard: the one the rendezvous hash names, as each replica
+// decides it for itself. Tests use it to know each replica's share in advance.
 func Owner(workspace string, replicas ...string) string {
 	peers := make([]sharder.PeerInfo, len(replicas))
 	for i, r := range replicas {
