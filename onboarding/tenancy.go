@@ -236,6 +236,17 @@ func (t *Tenancy[T]) EndUserWorker(ctx context.Context, tg engine.Target[T]) (*c
 	return t.worker.Ensure(ctx, tg.Key)
 }
 
+// RevokeWorker deletes the worker's own AccessRequest to the tenant's MCP
+// (engine.WorkerTenancy), without waiting for the platform to revoke it;
+// ReleaseEndUser waits.
+func (t *Tenancy[T]) RevokeWorker(ctx context.Context, tg engine.Target[T]) error {
+	if t.worker == nil {
+		return nil
+	}
+	_, err := t.worker.Release(ctx, tg.Key)
+	return err
+}
+
 // LookupEndUser returns existing MCP access.
 func (t *Tenancy[T]) LookupEndUser(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
 	return t.mcp.Lookup(ctx, tg.Key)

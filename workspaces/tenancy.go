@@ -123,6 +123,24 @@ func (t *Tenancy[T]) EndUserWorker(ctx context.Context, tg engine.Target[T]) (*c
 	return t.ensure(ctx, tg, t.opts.WorkerMinter, true)
 }
 
+// RevokeWorker removes the worker's ServiceAccount and RBAC from the workspace
+// (engine.WorkerTenancy): deleting the account, then its roles, refuses its tokens
+// within a second, even where a rejected claim keeps a binding in place.
+// ReleaseEndUser removes them again and reports what is left.
+func (t *Tenancy[T]) RevokeWorker(ctx context.Context, tg engine.Target[T]) error {
+	if t.opts.WorkerMinter == nil {
+		return nil
+	}
+	lc := logicalcluster.Name(tg.ClusterName)
+	t.mu.Lock()
+	delete(t.clients, clientKey{lc: lc, worker: true})
+	t.mu.Unlock()
+	if _, err := t.opts.WorkerMinter.Remove(ctx, t.directClient(tg), lc); err != nil {
+		return fmt.Errorf("removing the worker's workspace credential: %w", err)
+	}
+	return nil
+}
+
 // ensure has m mint (or reuse) one credential of the workspace.
 func (t *Tenancy[T]) ensure(ctx context.Context, tg engine.Target[T], m *tokens.Minter, worker bool) (*cluster.Access, error) {
 	lc := logicalcluster.Name(tg.ClusterName)

@@ -293,6 +293,7 @@ func (e *Engine[T]) delete(ctx context.Context, t Target[T], w *writer[T], pc pr
 		if finished, res, err := e.deleteWithProvider(ctx, t, w, pc); !finished {
 			return res, err
 		}
+		e.revokeWorker(ctx, t)
 		e.removed.remember(obj.GetUID())
 	}
 	for _, id := range slices.Sorted(maps.Keys(e.opts.Additional)) {
@@ -390,6 +391,21 @@ func (e *Engine[T]) deleteWithProvider(ctx context.Context, t Target[T], w *writ
 		return false, reconcile.Result{RequeueAfter: orDefault(res.RequeueAfter, e.opts.ProgressInterval)}, nil
 	}
 	return true, reconcile.Result{}, nil
+}
+
+// revokeWorker revokes the worker's own end-user credential as soon as the provider
+// has removed the worker: releasing the workload and additional clusters first waits
+// on the platform, seconds to minutes, and a worker's token is the credential most
+// exposed (it lives on a shared workload cluster). Best effort: ReleaseEndUser removes
+// it again, and waits for it, before the finalizer goes.
+func (e *Engine[T]) revokeWorker(ctx context.Context, t Target[T]) {
+	wt, ok := e.opts.Tenancy.(WorkerTenancy[T])
+	if !ok {
+		return
+	}
+	if err := wt.RevokeWorker(ctx, t); err != nil {
+		log.FromContext(ctx).Info("revoking the worker's credential failed; releasing the end-user access retries it", "error", err.Error())
+	}
 }
 
 // waiting is deleteWithProvider's answer for a deletion that goes on later.

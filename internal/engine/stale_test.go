@@ -129,14 +129,15 @@ func TestStaleDeletionReleasesNothing(t *testing.T) {
 
 // TestReleaseDoesNotAskTheProviderAgain: once the provider's Delete has finished, the
 // reconciles that wait for the workload cluster's release do not call it again (it
-// would be handed accesses the platform is revoking), and the engine forgets the
-// object once its finalizer is gone.
+// would be handed accesses the platform is revoking), the worker's own credential is
+// revoked once, as soon as the provider is done, and the engine forgets the object
+// once its finalizer is gone.
 func TestReleaseDoesNotAskTheProviderAgain(t *testing.T) {
 	scheme := widgetScheme(t)
 	obj := &widget.Widget{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "default", UID: "u1",
 		Finalizers: []string{testFinalizer}, DeletionTimestamp: &metav1.Time{Time: time.Now()}}}
 	server := fake.NewClientBuilder().WithScheme(scheme).WithObjects(obj).WithStatusSubresource(&widget.Widget{}).Build()
-	ten, wl, prov := &recordingTenancy{}, &recordingWorkload{pendingFor: 2}, &recordingProvider{}
+	ten, wl, prov := &workerTenancy{}, &recordingWorkload{pendingFor: 2}, &recordingProvider{}
 	opts := testOptions(t, prov)
 	opts.Tenancy, opts.Workload = ten, wl
 	opts.LiveReader = func(c ctrlcluster.Cluster) (ctrlclient.Reader, error) { return c.GetAPIReader(), nil }
@@ -146,10 +147,15 @@ func TestReleaseDoesNotAskTheProviderAgain(t *testing.T) {
 		if _, err := e.Reconcile(context.Background(), req); err != nil {
 			t.Fatalf("reconcile %d: %v", i+1, err)
 		}
+		// The worker is gone with the provider's Delete: its credential is revoked in
+		// that reconcile, not after the workload cluster's release.
+		if i == 0 && (ten.revoked != 1 || ten.released != 0) {
+			t.Errorf("after the provider's Delete: worker revocations %d, end-user releases %d; want 1 and 0", ten.revoked, ten.released)
+		}
 	}
-	if prov.deleted != 1 || wl.released != 3 || ten.released != 1 {
-		t.Errorf("provider Delete %d, workload releases %d, end-user releases %d; want 1, 3 (two not done yet) and 1",
-			prov.deleted, wl.released, ten.released)
+	if prov.deleted != 1 || wl.released != 3 || ten.released != 1 || ten.revoked != 1 {
+		t.Errorf("provider Delete %d, workload releases %d, end-user releases %d, worker revocations %d; want 1, 3 (two not done yet), 1 and 1",
+			prov.deleted, wl.released, ten.released, ten.revoked)
 	}
 	if _, ok := e.removed.get(obj.UID); ok {
 		t.Error("the engine still remembers the object after removing its finalizer")

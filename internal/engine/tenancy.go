@@ -65,6 +65,11 @@ type WorkerTenancy[T provider.Object] interface {
 	// EndUserWorker returns the worker's access to the end-user cluster, or an
 	// *access.WaitingError; nil when the worker shares the provider's.
 	EndUserWorker(ctx context.Context, t Target[T]) (*cluster.Access, error)
+	// RevokeWorker starts revoking the worker's own credential, without waiting for
+	// the revocation to complete. The engine calls it once the provider's Delete has
+	// finished, when the worker is gone and its credential serves nobody, ahead of the
+	// releases that wait on the platform; ReleaseEndUser still waits for it.
+	RevokeWorker(ctx context.Context, t Target[T]) error
 }
 
 // WorkloadAccess is how a mode reaches a tenant's workload cluster. The usual one is an

@@ -16,7 +16,10 @@ import (
 )
 
 // workerTenancy gives the worker a credential of its own.
-type workerTenancy struct{ recordingTenancy }
+type workerTenancy struct {
+	recordingTenancy
+	revoked int
+}
 
 func (*workerTenancy) EndUser(context.Context, Target[*widget.Widget]) (*cluster.Access, error) {
 	return &cluster.Access{Kubeconfig: []byte("provider")}, nil
@@ -24,6 +27,11 @@ func (*workerTenancy) EndUser(context.Context, Target[*widget.Widget]) (*cluster
 
 func (*workerTenancy) EndUserWorker(context.Context, Target[*widget.Widget]) (*cluster.Access, error) {
 	return &cluster.Access{Kubeconfig: []byte("worker")}, nil
+}
+
+func (w *workerTenancy) RevokeWorker(context.Context, Target[*widget.Widget]) error {
+	w.revoked++
+	return nil
 }
 
 // kubeconfigProvider records the kubeconfigs it is handed.
