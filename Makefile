@@ -18,8 +18,9 @@ verify:
 run:
 	go run ./cmd/kcp-serviceprovider-local local
 
-## generate: DeepCopy methods and CRDs from the Go API types, and the reference
-## provider's kcp schema for review.
+## generate: DeepCopy methods and CRDs from the Go API types, the reference
+## provider's kcp schema, and the listing of the author packages' exported API
+## (api/exported.txt), for review.
 generate:
 	$$(hack/tools.sh controller-gen) object paths=./api/... paths=./test/widget/...
 	$$(hack/tools.sh controller-gen) crd paths=./test/widget/... output:crd:dir=./test/widget/crd
@@ -33,6 +34,7 @@ generate:
 	$$(hack/tools.sh controller-gen) object paths=./examples/greeter/api/...
 	$$(hack/tools.sh controller-gen) crd paths=./examples/greeter/api/... output:crd:dir=./examples/greeter/crd
 	go run ./examples/greeter/cmd/greeter platform-rbac > examples/greeter/config/platform-rbac.yaml.tmp && mv examples/greeter/config/platform-rbac.yaml.tmp examples/greeter/config/platform-rbac.yaml
+	go run ./hack/apilisting > api/exported.txt.tmp && mv api/exported.txt.tmp api/exported.txt
 
 ## binaries: build the test servers into the cache and print where they are.
 binaries:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's lint (`make lint`): golangci-lint, built at the version hack/tools/lint
 # pins, with the linters .golangci.yml selects, over every Go module of the repository;
-# then hack/layers, the README's layer rule.
+# then hack/layers, the layer rule of docs/layout.md.
 # Extra arguments go to golangci-lint run (for example --fix).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -13,7 +13,7 @@ for mod in . test/bench test/e2e-migration; do
   echo "lint: $mod" >&2
   (cd "$repo/$mod" && "$lint" run --config "$repo/.golangci.yml" "$@" ./...) || status=1
 done
-# The README's layer table against the code: imports run only down it.
-echo "lint: layers (README.md, ## Layout)" >&2
+# The layer table of docs/layout.md against the code: imports run only down it.
+echo "lint: layers (docs/layout.md, ## Layout)" >&2
 (cd "$repo" && go run ./hack/layers) || status=1
 exit $status

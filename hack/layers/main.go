@@ -1,9 +1,10 @@
-// Command layers checks the README's layer rule: in the table under "## Layout", a
-// package's imports of this module run only down the table (to its own row or a row
-// below), no package of the rows above "manifests, tests, scripts" imports test/ or
-// hack/, and every package of the module has a row. `make lint` runs it.
+// Command layers checks the layer rule of docs/layout.md: in the table under
+// "## Layout", a package's imports of this module run only down the table (to its own
+// row or a row below), no package of the rows above "manifests, tests, scripts"
+// imports test/ or hack/, and every package of the module has a row. `make lint` runs
+// it.
 //
-// Usage: go run ./hack/layers [-readme README.md] (from the module root).
+// Usage: go run ./hack/layers [-table docs/layout.md] (from the module root).
 package main
 
 import (
@@ -21,15 +22,15 @@ import (
 )
 
 func main() {
-	readme := flag.String("readme", "README.md", "the README whose Layout table holds the layers")
+	file := flag.String("table", "docs/layout.md", "the Markdown file whose \"## Layout\" table holds the layers")
 	flag.Parse()
-	raw, err := os.ReadFile(*readme)
+	raw, err := os.ReadFile(*file)
 	if err != nil {
 		fail(err)
 	}
 	table, err := parseTable(bytes.NewReader(raw))
 	if err != nil {
-		fail(fmt.Errorf("%s: %w", *readme, err))
+		fail(fmt.Errorf("%s: %w", *file, err))
 	}
 	mod, imports, err := goList()
 	if err != nil {
@@ -39,7 +40,7 @@ func main() {
 		for _, p := range problems {
 			fmt.Fprintln(os.Stderr, "layers: "+p)
 		}
-		fmt.Fprintf(os.Stderr, "layers: %d problem(s); the rule and the table are in %s, \"## Layout\"\n", len(problems), *readme)
+		fmt.Fprintf(os.Stderr, "layers: %d problem(s); the rule and the table are in %s, \"## Layout\"\n", len(problems), *file)
 		os.Exit(1)
 	}
 }
