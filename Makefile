@@ -54,7 +54,7 @@ bench:
 ## (100 and 1000 objects, against the classic get-and-update migrator) and a schema move
 ## plus storage migration in kcp at 100 and 500 workspaces (about 15 min on 2 cores).
 bench-upgrades:
-	export "$$(hack/test-binaries.sh | tail -1)" && go test -run '^$$' -bench BenchmarkMigrate -benchtime 3x ./storageversion/ && \
+	export "$$(hack/test-binaries.sh | tail -1)" && go test -run '^$$' -bench BenchmarkMigrate -benchtime 3x ./internal/storageversion/ && \
 		KSP_BENCH_WORKSPACES=100,500 go test -run '^$$' -bench BenchmarkSchemaMove -benchtime 1x -timeout 60m ./apiexport/
 
 ## image: the reference provider's container image as an OCI layout in dist/image, built

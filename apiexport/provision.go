@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/openmcp-project/kcp-serviceprovider/apichange"
-	"github.com/openmcp-project/kcp-serviceprovider/storageversion"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/apichange"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/storageversion"
 )
 
 // Options tune [Provision]. The zero value is usable.

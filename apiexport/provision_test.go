@@ -23,10 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/openmcp-project/kcp-serviceprovider/apichange"
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
-	"github.com/openmcp-project/kcp-serviceprovider/storageversion"
-	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/apichange"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/storageversion"
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }

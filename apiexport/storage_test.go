@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
-	"github.com/openmcp-project/kcp-serviceprovider/storageversion"
-	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/storageversion"
 )
 
 // TestStorageMigrationInKCP: on a real kcp with objects stored in three bound

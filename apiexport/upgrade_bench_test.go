@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
-	"github.com/openmcp-project/kcp-serviceprovider/storageversion"
-	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/storageversion"
 )
 
 // BenchmarkSchemaMove is an API upgrade in kcp at n bound workspaces with one object

@@ -13,7 +13,7 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/ops"
-	"github.com/openmcp-project/kcp-serviceprovider/platformservice"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/platformservice"
 )
 
 // Deployment modes, as a provider binary accepts them in a --mode flag or in the

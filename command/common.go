@@ -17,7 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/openmcp-project/kcp-serviceprovider/conversion"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/conversion"
 )
 
 // Environment variables besides openMCP's POD_* ones.

@@ -27,11 +27,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
-	"github.com/openmcp-project/kcp-serviceprovider/apichange"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
-	"github.com/openmcp-project/kcp-serviceprovider/conversion"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/apichange"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/conversion"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/storageversion"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
-	"github.com/openmcp-project/kcp-serviceprovider/storageversion"
 )
 
 // initOnboardingName is the local name of init's onboarding access request.

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/openmcp-project/kcp-serviceprovider/bearer"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/bearer"
 )
 
 // tokenRefreshInterval is how often a platform-granted access re-reads its Secret. The

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
-	"github.com/openmcp-project/kcp-serviceprovider/conversion"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/conversion"
 )
 
 // runOnboardingName is the local name of run's onboarding access request.

@@ -27,9 +27,9 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
-	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
-	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/workspaces"
 )
 
@@ -81,12 +81,12 @@ func (e *Env) KCPTenant(t *testing.T, name string) *Tenant {
 	if err := e.inspect.kcp.Get(ctx, client.ObjectKey{Name: e.surface.ExportName}, export); err != nil {
 		t.Fatalf("testkit: reading the APIExport %s: %v", e.surface.ExportName, err)
 	}
-	path, lc := e.KCP.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), name)
-	e.KCP.CreateAPIBinding(ctx, t, path, e.opts.Provider.Name, e.ProviderWorkspace, e.surface.ExportName,
+	path, lc := e.kcp.CreateWorkspace(ctx, t, logicalcluster.NewPath("root"), name)
+	e.kcp.CreateAPIBinding(ctx, t, path, e.opts.Provider.Name, e.ProviderWorkspace, e.surface.ExportName,
 		apiexport.AcceptedClaims(e.opts.Provider.Name, export.Spec.PermissionClaims...))
-	c := harness.NewClient(t, e.KCP.ConfigFor(path), e.opts.Scheme)
+	c := harness.NewClient(t, e.kcp.ConfigFor(path), e.opts.Scheme)
 	return &Tenant{Mode: cluster.ModeKCP, Name: name, Client: c, EndUser: c, Identity: cluster.KCPIdentity(lc.String()),
-		env: e, namespace: corev1.NamespaceDefault, inspect: harness.NewClient(t, e.KCP.ConfigFor(path)),
+		env: e, namespace: corev1.NamespaceDefault, inspect: harness.NewClient(t, e.kcp.ConfigFor(path)),
 		byTenant: client.MatchingLabels{openmcpconst.ManagedByLabel: e.opts.Provider.Name, workspaces.LogicalClusterLabel: lc.String()}}
 }
 

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
@@ -24,8 +25,8 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/command"
 	"github.com/openmcp-project/kcp-serviceprovider/config"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
-	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
 // Main is the TestMain of a package using the kit: without the test servers it prints
@@ -75,10 +76,10 @@ type Env struct {
 	// openmcp-operator's), where cluster.ProviderNamespaceFromCtx points; a provider
 	// that copies a pull secret from there finds it where the test put it.
 	ProviderNamespace string
-	// KCP is the kcp server; ProviderWorkspace holds the provider's APIExport.
-	KCP               *harness.KCP
+	// ProviderWorkspace holds the provider's APIExport on the kit's kcp server.
 	ProviderWorkspace logicalcluster.Path
 
+	kcp      *harness.KCP
 	platform *harness.Platform
 	opts     Options
 	surface  command.Surface
@@ -91,6 +92,11 @@ type Env struct {
 	// standardTenants counts the standard tenants, which take turns on the MCPs.
 	standardTenants counter
 }
+
+// KCPConfig is an admin's config for the kcp workspace at path (KCPTenant's workspace
+// is root:<name>; the provider's is ProviderWorkspace): for what a test checks in kcp
+// beyond the tenant's own client.
+func (e *Env) KCPConfig(path logicalcluster.Path) *rest.Config { return e.kcp.ConfigFor(path) }
 
 // Start starts the platform and the provider's runtime in the test process, and
 // returns once kcp mode serves the provider's APIExport. t.Cleanup stops everything.
@@ -128,7 +134,7 @@ func Start(t *testing.T, opts Options) *Env {
 		Flux: fluxOptions(opts.Flux),
 	})
 	p := e.platform
-	e.KCP = p.KCP
+	e.kcp = p.KCP
 	e.Platform, e.Onboarding = harness.NewClient(t, p.Platform.Config, opts.Scheme), harness.NewClient(t, p.Onboarding.Config, opts.Scheme)
 	e.Workload, e.MCP = harness.NewClient(t, p.Workload.Config, opts.Scheme), harness.NewClient(t, p.MCP.Config, opts.Scheme)
 	e.inspect.platform, e.inspect.workload, e.inspect.mcp = p.Platform.Client, p.Workload.Client, p.MCP.Client

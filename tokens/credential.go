@@ -8,7 +8,7 @@ import (
 	"github.com/kcp-dev/logicalcluster/v3"
 	"k8s.io/client-go/rest"
 
-	"github.com/openmcp-project/kcp-serviceprovider/kubeconfig"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
 )
 
 // Credential is a workload's access to its tenant workspace. Token and Kubeconfig are

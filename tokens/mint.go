@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/openmcp-project/kcp-serviceprovider/bearer"
-	"github.com/openmcp-project/kcp-serviceprovider/kubeconfig"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/bearer"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
 )
 
 // mint requests a token directly from kcp. Right after the Minter wrote RBAC, kcp's

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
-	"github.com/openmcp-project/kcp-serviceprovider/kubeconfig"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
 )
 
 // grantedAccess is a full pass of Ensure that ended with the access granted: the

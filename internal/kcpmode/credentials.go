@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/openmcp-project/kcp-serviceprovider/bearer"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/bearer"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
 	"github.com/openmcp-project/kcp-serviceprovider/tokens"
 )

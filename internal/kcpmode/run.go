@@ -14,7 +14,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
-	"github.com/openmcp-project/kcp-serviceprovider/storageversion"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/storageversion"
 )
 
 // newRun checks want against kcp and builds its kcp-mode manager without starting it:

@@ -9,7 +9,7 @@
 // OCI registry with Flux's source-controller and helm-controller ([Env.StartRegistry],
 // [Env.StartFlux]).
 //
-// command/local, the benchmark and, through testkit/harness, every end-to-end test use
+// command/local, the benchmark and, through internal/harness, every end-to-end test use
 // it. Like envtest it reports errors and leaves cleanup to [Env.Stop]. It keeps every
 // file of an Env in one folder, lets no process outlive its starter, and stops in
 // reverse order (docs/design/layout.md, "One local environment"; the platform's parts:

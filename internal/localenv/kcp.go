@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/openmcp-project/kcp-serviceprovider/kubeconfig"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
 )
 
 const (

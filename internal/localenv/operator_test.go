@@ -25,7 +25,7 @@ import (
 	commonapi "github.com/openmcp-project/openmcp-operator/api/common"
 	libutils "github.com/openmcp-project/openmcp-operator/lib/utils"
 
-	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localplatform"
 )
 
 // TestRealOperator runs the real openmcp-operator's scheduler and access-request

@@ -22,7 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/openmcp-project/kcp-serviceprovider/kubeconfig"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
 )
 
 // kcpWaitTimeout bounds each wait on kcp. An idle kcp makes a workspace Ready in well

@@ -17,9 +17,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/ops"
-	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }

@@ -22,8 +22,8 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/restmapping"
-	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/manager/coordinator/sharded/sharder"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
-	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
 )
 
 // TestWorkspacesOutliveTheOneThatKickedTheirStart: on a real API server, x and y are

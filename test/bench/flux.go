@@ -27,7 +27,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/examples/greeter"
 	greeterv1alpha1 "github.com/openmcp-project/kcp-serviceprovider/examples/greeter/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
-	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localplatform"
 )
 
 // The Flux part (-flux-sizes) measures the greeter example provider

@@ -3,7 +3,7 @@
 // called in-process.
 //
 // TestBinary is the acceptance test of the reference provider: init and run against a
-// real kcp and real kube-apiservers (started by testkit/harness), with the least platform
+// real kcp and real kube-apiservers (started by internal/harness), with the least platform
 // RBAC of config/rbac, onboarding access requested from the local platform, and
 // tenants applying the samples of examples/echo/config. It checks what a tenant, a platform
 // operator and a security reviewer would: the Echo becomes Ready, the worker's

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
-	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
 // TestLocal is the README's promise: `make run` (here the built binary's `local`)

@@ -30,9 +30,9 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/examples/echo/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
-	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
-	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localplatform"
 )
 
 // providerImage is the image of config/deploy: the kubelet stand-in runs the binary

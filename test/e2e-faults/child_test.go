@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
-	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
 )
 
 // runtimeChildEnv names the folder holding the kubeconfigs of a runtime child.

@@ -16,10 +16,10 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
-	"github.com/openmcp-project/kcp-serviceprovider/localplatform"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
-	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
 // TestWorkloadUnreachableForAWhile: the workload cluster's API stops answering (its

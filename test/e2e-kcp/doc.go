@@ -17,5 +17,5 @@
 // time (TestOperations and TestReplicasShareWorkspaces) run one after the other, first,
 // before the parallel ones start.
 //
-// The tests need the binaries of hack/test-binaries.sh (see package testkit/harness).
+// The tests need the binaries of hack/test-binaries.sh (see package internal/harness).
 package e2ekcp

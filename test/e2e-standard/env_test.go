@@ -15,9 +15,9 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget/widgetbuilder"
-	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
 const providerName = "widgets"

@@ -14,10 +14,10 @@ import (
 	libutils "github.com/openmcp-project/openmcp-operator/lib/utils"
 
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget/widgetbuilder"
-	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
 // secretAnnotation names, on a Widget, a Secret of the provider's namespace it uses.

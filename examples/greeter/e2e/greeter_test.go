@@ -32,8 +32,8 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/examples/greeter"
 	"github.com/openmcp-project/kcp-serviceprovider/examples/greeter/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/testkit"
-	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }

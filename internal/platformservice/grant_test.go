@@ -21,8 +21,8 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
-	"github.com/openmcp-project/kcp-serviceprovider/platformservice"
-	"github.com/openmcp-project/kcp-serviceprovider/testkit/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/platformservice"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 

@@ -12,7 +12,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/openmcp-project/kcp-serviceprovider/kubeconfig"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
 )
 
 // Token is a bearer token and its lifetime.
