@@ -80,12 +80,14 @@ export and create a Service object (and the same for standard mode), and runs un
 which stops every process it started.
 
 Every file it writes is in --state-dir, emptied at each start; after Ctrl-C only logs/
-stays there. The servers come from $KSP_TEST_ASSETS, or hack/test-binaries.sh builds
-them into ~/.cache/kcp-serviceprovider on first use (about 20 minutes, once). Run it from
-the repository root: it applies the manifests under config/ and the provider's samples.`,
+stays there. The servers come from $KSP_TEST_ASSETS, or are built into
+~/.cache/kcp-serviceprovider on first use (20 to 40 minutes on two cores, once; the
+same as go run github.com/openmcp-project/kcp-serviceprovider/cmd/kcp-serviceprovider-servers).
+Run it from the repository root: it applies the manifests under config/ and the
+provider's samples.`,
 		Flags: func(fs *flag.FlagSet) func(context.Context, io.Writer) error {
 			fs.StringVar(&o.stateDir, "state-dir", DefaultStateDir, "folder for every file the platform writes; emptied at start")
-			fs.StringVar(&o.repoRoot, "repo-root", ".", "the repository root (config/ and hack/ are read from there)")
+			fs.StringVar(&o.repoRoot, "repo-root", ".", "the repository root (config/ and the samples are read from there)")
 			fs.StringVar(&o.verbosity, "verbosity", "INFO", "log level of init and run (DEBUG, INFO or ERROR); their logs are in <state-dir>/logs")
 			fs.IntVar(&o.kcpShards, "kcp-shards", 1, "kcp shards; 2 or more start a root shard and more, kcp's cache server and its front-proxy, and the runtime's kcp identity is then a client certificate (docs/design/sharded-kcp.md)")
 			return o.run
@@ -156,7 +158,7 @@ func (o *localOptions) prepare(ctx context.Context, out io.Writer, repo, state s
 		return err
 	}
 	fmt.Fprintf(out, "state folder: %s\n", state)
-	assets, err := localenv.FindAssets(ctx, repo, out)
+	assets, err := localenv.FindAssets(ctx, out)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package localenv
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -15,10 +14,13 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/openmcp-project/kcp-serviceprovider/internal/testservers"
 )
 
 // AssetsEnv names the environment variable holding the folder with kcp,
-// kube-apiserver, etcd and kubectl (what hack/test-binaries.sh prints).
+// kube-apiserver, etcd and kubectl (what hack/test-binaries.sh prints, and
+// internal/testservers builds).
 const AssetsEnv = "KSP_TEST_ASSETS"
 
 // requiredBinaries are what an Env starts or hands to the user.
@@ -164,39 +166,15 @@ func AssetsDir() (string, error) {
 }
 
 // FindAssets returns the folder with the server binaries: $KSP_TEST_ASSETS when set,
-// otherwise what hack/test-binaries.sh (under repoRoot) prints, which builds them into
-// the user's cache on first use (about 20 minutes) and answers at once afterwards.
-// The script's progress goes to progress.
-func FindAssets(ctx context.Context, repoRoot string, progress io.Writer) (string, error) {
+// otherwise the one internal/testservers builds into the user's cache on first use (20
+// to 40 minutes on two cores, a line per step to progress) and finds at once afterwards.
+func FindAssets(ctx context.Context, progress io.Writer) (string, error) {
 	if os.Getenv(AssetsEnv) != "" {
 		return AssetsDir()
 	}
-	script := filepath.Join(repoRoot, "hack", "test-binaries.sh")
-	if _, err := os.Stat(script); err != nil {
-		return "", fmt.Errorf("%s is not set and %s is missing: run from the repository root or set %s", AssetsEnv, script, AssetsEnv)
-	}
-	cmd := exec.CommandContext(ctx, script)
-	cmd.Dir = repoRoot
-	cmd.Stderr = progress
-	out, err := cmd.StdoutPipe()
+	dir, err := testservers.Ensure(ctx, testservers.Options{Output: progress})
 	if err != nil {
-		return "", err
-	}
-	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("running %s: %w", script, err)
-	}
-	var dir string
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), AssetsEnv+"="); ok {
-			dir = v
-		}
-	}
-	if err := cmd.Wait(); err != nil {
-		return "", fmt.Errorf("%s failed: %w", script, err)
-	}
-	if dir == "" {
-		return "", fmt.Errorf("%s did not print %s=<dir>", script, AssetsEnv)
+		return "", fmt.Errorf("building the servers: %w", err)
 	}
 	return dir, CheckAssets(dir)
 }

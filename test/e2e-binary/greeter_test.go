@@ -24,7 +24,7 @@ func TestGreeterLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	assets, err := localenv.FindAssets(ctx, repo, io.Discard)
+	assets, err := localenv.FindAssets(ctx, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

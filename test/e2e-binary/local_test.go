@@ -45,8 +45,8 @@ func TestLocal(t *testing.T) {
 		"XDG_STATE_HOME=" + filepath.Join(home, ".local", "state"), "KUBECONFIG="}
 
 	// As after `make run` on a machine that built the servers once: no KSP_TEST_ASSETS,
-	// local asks hack/test-binaries.sh, which finds them in its cache.
-	assets, err := localenv.FindAssets(ctx, repo, io.Discard)
+	// local finds them in the cache (internal/testservers).
+	assets, err := localenv.FindAssets(ctx, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
