@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 	"github.com/openmcp-project/kcp-serviceprovider/workload"
@@ -27,9 +28,9 @@ type Builder[T provider.Object] struct {
 	object         T
 	providerConfig provider.ProviderConfig
 	workload       bool
-	workloadPerms  workload.Permissions
-	mcpPerms       workload.Permissions
-	workerPerms    *workload.Permissions
+	workloadPerms  cluster.Permissions
+	mcpPerms       cluster.Permissions
+	workerPerms    *cluster.Permissions
 	platformRules  []rbacv1.PolicyRule
 	kcp            apiexport.Provisionable
 	references     []engine.Reference[T]
@@ -63,7 +64,7 @@ func (b *Builder[T]) WithProviderConfig(pc provider.ProviderConfig) *Builder[T] 
 // WorkloadCluster declares that the provider's workers run on a workload cluster (the
 // workerless pattern, required for kcp) and what they need there. A provider that
 // does not call it runs its workers on the end-user cluster.
-func (b *Builder[T]) WorkloadCluster(perms workload.Permissions) *Builder[T] {
+func (b *Builder[T]) WorkloadCluster(perms cluster.Permissions) *Builder[T] {
 	b.workload = true
 	b.workloadPerms = perms
 	return b
@@ -79,7 +80,7 @@ func (b *Builder[T]) WorkloadCluster(perms workload.Permissions) *Builder[T] {
 // waits with RoleMissing or NamespaceMissing: the runtime creates neither there. Rules
 // for a namespace or Role refs make the export claim roles and rolebindings
 // (apiexport.RoleClaims), which the tenants accept.
-func (b *Builder[T]) MCPPermissions(perms workload.Permissions) *Builder[T] {
+func (b *Builder[T]) MCPPermissions(perms cluster.Permissions) *Builder[T] {
 	b.mcpPerms = perms
 	return b
 }
@@ -93,7 +94,7 @@ func (b *Builder[T]) MCPPermissions(perms workload.Permissions) *Builder[T] {
 // reaches the end-user cluster with its own (cluster.MCPFromCtx) and hands the
 // worker's to its worker (cluster.WorkerKubeconfigFromCtx). Deletion removes both.
 // Platform-service mode serves one credential (the platform's grant) to both.
-func (b *Builder[T]) WorkerMCPPermissions(perms workload.Permissions) *Builder[T] {
+func (b *Builder[T]) WorkerMCPPermissions(perms cluster.Permissions) *Builder[T] {
 	b.workerPerms = &perms
 	return b
 }
@@ -146,7 +147,7 @@ type AdditionalCluster[T provider.Object] struct {
 	// created; pc is nil while a deletion cannot load the ProviderConfig.
 	Spec func(obj T, pc provider.ProviderConfig) (*clustersv1alpha1.ClusterRequestSpec, error)
 	// Permissions of the token access there.
-	Permissions workload.Permissions
+	Permissions cluster.Permissions
 }
 
 type additionalCluster[T provider.Object] struct {
@@ -254,11 +255,11 @@ type declarations[T provider.Object] struct {
 	object         T
 	providerConfig provider.ProviderConfig
 	workload       bool
-	workloadPerms  workload.Permissions
-	mcpPerms       workload.Permissions
+	workloadPerms  cluster.Permissions
+	mcpPerms       cluster.Permissions
 	// workerPerms are the worker's on the end-user cluster when declared apart; nil
 	// when it shares the provider's credential.
-	workerPerms *workload.Permissions
+	workerPerms *cluster.Permissions
 	// platformRules are what the provider writes in tenant platform namespaces; nil
 	// when it writes nothing there.
 	platformRules []rbacv1.PolicyRule

@@ -16,8 +16,8 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
-	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
 // plainConfig is a ProviderConfig without a spec.kcp section.
@@ -52,7 +52,7 @@ func TestCompleteRefusesKCPWithoutSpecKCP(t *testing.T) {
 	s, widgetCRD := widgetDeclaration(t)
 	_, err := builder.ServiceProvider[*widget.Widget]("widgets", s).
 		For(&widget.Widget{}).WithProviderConfig(&plainConfig{}).
-		WorkloadCluster(workload.Permissions{}).
+		WorkloadCluster(cluster.Permissions{}).
 		KCP(apiexport.FromCRD("widgets", widgetCRD)).
 		Complete(widget.Provider{})
 	if err == nil || !strings.Contains(err.Error(), "cannot carry spec.kcp") {
@@ -61,7 +61,7 @@ func TestCompleteRefusesKCPWithoutSpecKCP(t *testing.T) {
 	// The widget's own ProviderConfig carries it.
 	if _, err := builder.ServiceProvider[*widget.Widget]("widgets", s).
 		For(&widget.Widget{}).WithProviderConfig(&widget.WidgetConfig{}).
-		WorkloadCluster(workload.Permissions{}).
+		WorkloadCluster(cluster.Permissions{}).
 		KCP(apiexport.FromCRD("widgets", widgetCRD)).
 		Complete(widget.Provider{}); err != nil {
 		t.Fatalf("Complete with spec.kcp: %v", err)
@@ -77,7 +77,7 @@ func TestPlatformRulesAreWhatIsDeclared(t *testing.T) {
 	newRuntime := func(kcp bool, rules ...rbacv1.PolicyRule) *builder.Runtime[*widget.Widget] {
 		b := builder.ServiceProvider[*widget.Widget]("widgets", s).
 			For(&widget.Widget{}).WithProviderConfig(&widget.WidgetConfig{}).
-			WorkloadCluster(workload.Permissions{}).PlatformPermissions(rules...)
+			WorkloadCluster(cluster.Permissions{}).PlatformPermissions(rules...)
 		if kcp {
 			b = b.KCP(apiexport.FromCRD("widgets", widgetCRD))
 		}
@@ -144,10 +144,10 @@ func TestAdditionalClusterDeclarations(t *testing.T) {
 func TestCompleteKeepsNamespacedPermissionsForKCP(t *testing.T) {
 	s, widgetCRD := widgetDeclaration(t)
 	configmaps := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}
-	complete := func(mcp workload.Permissions, worker *workload.Permissions, kcp bool) (*builder.Runtime[*widget.Widget], error) {
+	complete := func(mcp cluster.Permissions, worker *cluster.Permissions, kcp bool) (*builder.Runtime[*widget.Widget], error) {
 		b := builder.ServiceProvider[*widget.Widget]("widgets", s).
 			For(&widget.Widget{}).WithProviderConfig(&widget.WidgetConfig{}).
-			WorkloadCluster(workload.Permissions{}).MCPPermissions(mcp)
+			WorkloadCluster(cluster.Permissions{}).MCPPermissions(mcp)
 		if worker != nil {
 			b = b.WorkerMCPPermissions(*worker)
 		}
@@ -165,7 +165,7 @@ func TestCompleteKeepsNamespacedPermissionsForKCP(t *testing.T) {
 		return slices.ContainsFunc(claims, func(c apisv1alpha2.PermissionClaim) bool { return c.Resource == "roles" }) &&
 			slices.ContainsFunc(claims, func(c apisv1alpha2.PermissionClaim) bool { return c.Resource == "rolebindings" })
 	}
-	clusterAdmin := workload.Permissions{RoleRefs: []commonapi.RoleRef{{Kind: "ClusterRole", Name: "cluster-admin"}}}
+	clusterAdmin := cluster.Permissions{RoleRefs: []commonapi.RoleRef{{Kind: "ClusterRole", Name: "cluster-admin"}}}
 	rt, err := complete(clusterAdmin, &clusterAdmin, true)
 	if err != nil {
 		t.Fatalf("ClusterRole refs with KCP: %v", err)
@@ -173,11 +173,11 @@ func TestCompleteKeepsNamespacedPermissionsForKCP(t *testing.T) {
 	if claimsRoles(rt) {
 		t.Error("a declaration without a namespace makes the export claim roles: tenants would trust the runtime with more than it uses")
 	}
-	namespaced := workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Namespace: "team", Rules: configmaps}}}
-	role := workload.Permissions{RoleRefs: []commonapi.RoleRef{{Kind: "Role", Namespace: "team", Name: "editor"}}}
+	namespaced := cluster.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Namespace: "team", Rules: configmaps}}}
+	role := cluster.Permissions{RoleRefs: []commonapi.RoleRef{{Kind: "Role", Namespace: "team", Name: "editor"}}}
 	for name, c := range map[string]struct {
-		mcp    workload.Permissions
-		worker *workload.Permissions
+		mcp    cluster.Permissions
+		worker *cluster.Permissions
 	}{
 		"rules for a namespace": {mcp: namespaced},
 		"a Role":                {mcp: clusterAdmin, worker: &role},
@@ -192,12 +192,12 @@ func TestCompleteKeepsNamespacedPermissionsForKCP(t *testing.T) {
 		}
 	}
 	for name, c := range map[string]struct {
-		perms workload.Permissions
+		perms cluster.Permissions
 		want  string
 	}{
-		"a ClusterRole with a namespace": {workload.Permissions{RoleRefs: []commonapi.RoleRef{{Kind: "ClusterRole", Namespace: "team", Name: "view"}}},
+		"a ClusterRole with a namespace": {cluster.Permissions{RoleRefs: []commonapi.RoleRef{{Kind: "ClusterRole", Namespace: "team", Name: "view"}}},
 			`MCPPermissions: the RoleRef ClusterRole "view" in namespace "team" cannot be bound in a workspace`},
-		"a Role without a namespace": {workload.Permissions{RoleRefs: []commonapi.RoleRef{{Kind: "Role", Name: "editor"}}},
+		"a Role without a namespace": {cluster.Permissions{RoleRefs: []commonapi.RoleRef{{Kind: "Role", Name: "editor"}}},
 			`MCPPermissions: the RoleRef Role "editor" in namespace "" cannot be bound in a workspace`},
 	} {
 		if _, err := complete(c.perms, nil, true); err == nil || !strings.Contains(err.Error(), c.want) {

@@ -16,11 +16,11 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/kcpmode"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/sharding"
 	"github.com/openmcp-project/kcp-serviceprovider/tokens"
-	"github.com/openmcp-project/kcp-serviceprovider/workload"
 	"github.com/openmcp-project/kcp-serviceprovider/workspaces"
 )
 
@@ -188,7 +188,7 @@ func (r *Runtime[T]) replicas(opts Options, shards sharding.Shards) (*sharding.R
 // namespace into a Role there, each RoleRef into a binding to the workspace's
 // ClusterRole or to the Role of its namespace. Complete refused what a workspace
 // credential cannot carry (kcpExpressible).
-func workspaceRights(p workload.Permissions) workspaces.Rights {
+func workspaceRights(p cluster.Permissions) workspaces.Rights {
 	var rights workspaces.Rights
 	in := func(ns string) *tokens.NamespaceRights {
 		for i := range rights.Namespaced {
@@ -220,7 +220,7 @@ func workspaceRights(p workload.Permissions) workspaces.Rights {
 
 // namespaced says whether any of perms scopes a permission to a namespace, which the
 // runtime keeps in Roles and RoleBindings that the export must claim.
-func namespaced(perms ...*workload.Permissions) bool {
+func namespaced(perms ...*cluster.Permissions) bool {
 	for _, p := range perms {
 		if p != nil && len(workspaceRights(*p).Namespaced) > 0 {
 			return true
@@ -244,7 +244,7 @@ func withRoleClaims(surface apiexport.Provisionable) apiexport.Provisionable {
 // kcpExpressible says why kcp mode cannot give a workspace credential what p declares,
 // or nil: a RoleRef must name a ClusterRole without a namespace or a Role with one, as
 // openMCP's AccessRequest wants it too, since a workspace has nothing else to bind.
-func kcpExpressible(what string, p workload.Permissions) error {
+func kcpExpressible(what string, p cluster.Permissions) error {
 	for _, ref := range p.RoleRefs {
 		switch {
 		case ref.Kind == "ClusterRole" && ref.Namespace == "":

@@ -472,7 +472,7 @@ func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, tenancy engine.Tenancy
 		}
 		eopts.PlatformWriter = client.WithFieldOwner(direct, fieldOwner(opts.Replica))
 	}
-	order := func(perms workload.Permissions, extra workload.Options) engine.WorkloadAccess {
+	order := func(perms cluster.Permissions, extra workload.Options) engine.WorkloadAccess {
 		extra.ControllerName, extra.Permissions, extra.Scheme, extra.Adopt = names.controller, perms, r.decl.scheme, names.adopt
 		extra.Labels, extra.RetryInterval, extra.GrantTimeout, extra.Tune = labels, opts.RetryInterval, opts.GrantTimeout, opts.tune
 		return workload.NewOrderer(platform, extra)

@@ -27,7 +27,6 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
-	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
 // ClusterName is the onboarding cluster's name in the multicluster manager.
@@ -45,11 +44,11 @@ type Options struct {
 	// ProviderName names requests and labels them as managed by the provider.
 	ProviderName string
 	// Permissions the provider needs on the tenant's MCP.
-	Permissions workload.Permissions
+	Permissions cluster.Permissions
 	// WorkerPermissions, when set, are what the provider's worker may do on the
 	// tenant's MCP, ordered as an AccessRequest of their own; nil shares the
 	// provider's.
-	WorkerPermissions *workload.Permissions
+	WorkerPermissions *cluster.Permissions
 	// Scheme of the MCP client.
 	Scheme *runtime.Scheme
 	// RetryInterval while waiting for a grant.
@@ -138,7 +137,7 @@ func orDefault(s, def string) string {
 
 // mcpRequester orders token access with perms to the ControlPlane an object is named
 // after, under the registration id, its requests' names ending in suffix.
-func mcpRequester(platform client.Client, opts Options, id, suffix string, perms workload.Permissions) *access.Requester {
+func mcpRequester(platform client.Client, opts Options, id, suffix string, perms cluster.Permissions) *access.Requester {
 	reg := advanced.ExistingClusterRequest(id, suffix, func(req reconcile.Request, _ ...any) (*commonapi.ObjectReference, error) {
 		key, err := controlPlaneRequest(req)
 		if err != nil {

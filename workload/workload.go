@@ -4,7 +4,6 @@ import (
 	"time"
 
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
-	commonapi "github.com/openmcp-project/openmcp-operator/api/common"
 	"github.com/openmcp-project/openmcp-operator/lib/clusteraccess/advanced"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -12,26 +11,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
 )
 
 // RegistrationID names the workload registration; its requests end in "--wl".
 const RegistrationID = "workload"
 
-// Permissions are what the provider asks for on the workload cluster.
-type Permissions struct {
-	// Rules are granted through Roles/ClusterRoles created for the access.
-	Rules []clustersv1alpha1.PermissionsRequest
-	// RoleRefs bind existing (Cluster)Roles.
-	RoleRefs []commonapi.RoleRef
-}
-
 // Options configure an Orderer.
 type Options struct {
 	// ControllerName is the provider name (request names and managed-by label).
 	ControllerName string
 	// Permissions on the workload cluster.
-	Permissions Permissions
+	Permissions cluster.Permissions
 	// Scheme of the workload client.
 	Scheme *runtime.Scheme
 	// Labels identifies the tenant on the requests (mode-specific).

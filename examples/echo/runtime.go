@@ -11,9 +11,9 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/command"
 	"github.com/openmcp-project/kcp-serviceprovider/examples/echo/api/v1alpha1"
-	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
 const (
@@ -29,8 +29,8 @@ const (
 // WorkloadPermissions are what CreateOrUpdate and Delete do on the workload cluster:
 // the tenant namespace, the worker's kubeconfig and pull Secrets and its Deployment
 // (applied server-side, hence patch).
-func WorkloadPermissions() workload.Permissions {
-	return workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+func WorkloadPermissions() cluster.Permissions {
+	return cluster.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create"}},
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update", "patch", "delete"}},
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "create", "update", "patch", "delete"}},
@@ -41,8 +41,8 @@ func WorkloadPermissions() workload.Permissions {
 // one ConfigMap it publishes to the tenant (InfoConfigMap), in its namespace only
 // (a Role there, in both modes). create cannot be narrowed to a name; the others are.
 // The worker does not get them (WorkerMCPPermissions).
-func MCPPermissions() workload.Permissions {
-	return workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Namespace: InfoNamespace, Rules: []rbacv1.PolicyRule{
+func MCPPermissions() cluster.Permissions {
+	return cluster.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Namespace: InfoNamespace, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create"}},
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "update", "delete"}, ResourceNames: []string{InfoConfigMap}},
 	}}}}
@@ -52,8 +52,8 @@ func MCPPermissions() workload.Permissions {
 // cluster: read Echo objects. In kcp mode that is the tenant's own object in its
 // workspace and nothing else; on a ControlPlane the resource is not served and the
 // grant is inert. A real service lists here what its worker manages for the tenant.
-func WorkerMCPPermissions() workload.Permissions {
-	return workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+func WorkerMCPPermissions() cluster.Permissions {
+	return cluster.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{"echoes"}, Verbs: []string{"get", "list", "watch"}},
 	}}}}
 }

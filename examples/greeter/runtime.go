@@ -12,9 +12,9 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/command"
 	"github.com/openmcp-project/kcp-serviceprovider/examples/greeter/api/v1alpha1"
-	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
 // PlatformPermissions are what the provider writes in each tenant's platform namespace:
@@ -35,16 +35,16 @@ var installRules = []rbacv1.PolicyRule{
 }
 
 // mcpPermissions: the chart's API is a CRD on the end-user cluster.
-var mcpPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: append([]rbacv1.PolicyRule{
+var mcpPermissions = cluster.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: append([]rbacv1.PolicyRule{
 	{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 }, installRules...)}}}
 
 // workerPermissions: the controller serves Greetings in the tenant's workspace.
-var workerPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+var workerPermissions = cluster.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
 	{APIGroups: []string{"greeter.example.open-control-plane.io"}, Resources: []string{"greetings"}, Verbs: []string{"get", "list", "watch"}},
 }}}}
 
-var workloadPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: installRules}}}
+var workloadPermissions = cluster.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: installRules}}}
 
 // NewScheme has the Kubernetes types, the greeter API and Flux's source and helm APIs.
 func NewScheme() (*runtime.Scheme, error) {

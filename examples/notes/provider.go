@@ -17,7 +17,6 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/examples/notes/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
-	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
 // ConfigMapName is what the provider keeps in the tenant's namespace on the workload
@@ -25,7 +24,7 @@ import (
 const ConfigMapName = "note"
 
 // workloadPermissions are what CreateOrUpdate and Delete do on the workload cluster.
-var workloadPermissions = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+var workloadPermissions = cluster.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create"}},
 	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update", "patch", "delete"}},
 }}}}

@@ -26,7 +26,6 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/bearer"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/kubeconfig"
-	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
 // Purposes of a Grant. They name its ServiceAccount "<provider>--<purpose>", like the
@@ -67,7 +66,7 @@ type GrantOptions struct {
 	// Permissions are what the ServiceAccount is allowed: the provider's declaration,
 	// with the semantics of an AccessRequest's spec.token (a ClusterRole per permission
 	// without namespace, a Role in the namespace otherwise, a binding per roleRef).
-	Permissions workload.Permissions
+	Permissions cluster.Permissions
 	// TokenTTL is the requested token lifetime; default DefaultTokenTTL, at least ten
 	// minutes.
 	TokenTTL time.Duration

@@ -23,7 +23,6 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/platformservice"
-	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }
@@ -62,7 +61,7 @@ func TestGrant(t *testing.T) {
 	key := access.Key{Request: reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "openmcp-system", Name: "eso"}}, Identity: id}
 	tenantNS := id.TenantNamespace()
 
-	newGrant := func(t *testing.T, purpose string, perms workload.Permissions) *platformservice.Grant {
+	newGrant := func(t *testing.T, purpose string, perms cluster.Permissions) *platformservice.Grant {
 		t.Helper()
 		g, err := platformservice.NewGrant(admin, srv.Config, platformservice.GrantOptions{
 			ProviderName: "eso", Purpose: purpose, Permissions: perms, Scheme: scheme,
@@ -72,7 +71,7 @@ func TestGrant(t *testing.T) {
 		}
 		return g
 	}
-	v1 := workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{
+	v1 := cluster.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{
 		{Rules: rules("configmaps", "get", "list")},
 		{Namespace: "team-a", Rules: rules("secrets", "get", "list")},
 	}}
@@ -144,14 +143,14 @@ func TestGrant(t *testing.T) {
 		within(t, "listing ConfigMaps with the new token", func() error { return a.Client.List(ctx, &corev1.ConfigMapList{}) })
 	})
 
-	wl := newGrant(t, platformservice.PurposeWorkload, workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: rules("pods", "get")}}})
+	wl := newGrant(t, platformservice.PurposeWorkload, cluster.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: rules("pods", "get")}}})
 	if _, err := wl.Ensure(ctx, key); err != nil {
 		t.Fatal(err)
 	}
 
 	t.Run("a changed declaration removes what is no longer declared", func(t *testing.T) {
 		// A new provider version is a new process: a new Grant with the new declaration.
-		v2 := workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: rules("configmaps", "get", "list")}}}
+		v2 := cluster.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: rules("configmaps", "get", "list")}}}
 		a, err := newGrant(t, platformservice.PurposeEndUser, v2).Ensure(ctx, key)
 		if err != nil {
 			t.Fatal(err)

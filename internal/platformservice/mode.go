@@ -10,8 +10,8 @@ import (
 	"sigs.k8s.io/multicluster-runtime/providers/single"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
-	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
 // ModeOptions configure platform-service mode for one provider.
@@ -26,10 +26,10 @@ type ModeOptions struct {
 	Scheme *runtime.Scheme
 	// EndUser are the permissions the provider declares for the end-user cluster
 	// (builder MCPPermissions).
-	EndUser workload.Permissions
+	EndUser cluster.Permissions
 	// Workload are the permissions the provider's workers need; nil when the provider
 	// declares no workload cluster.
-	Workload *workload.Permissions
+	Workload *cluster.Permissions
 	// Tune adjusts the REST config of the clients handed out.
 	Tune func(*rest.Config)
 }
@@ -62,7 +62,7 @@ func NewMode[T provider.Object](cfg *rest.Config, opts ModeOptions) (*Mode[T], e
 	if err != nil {
 		return nil, fmt.Errorf("platform client: %w", err)
 	}
-	grant := func(purpose, waiting string, perms workload.Permissions) (*Grant, error) {
+	grant := func(purpose, waiting string, perms cluster.Permissions) (*Grant, error) {
 		return NewGrant(direct, cfg, GrantOptions{
 			ProviderName: opts.ProviderName, Purpose: purpose, Permissions: perms,
 			WaitingReason: waiting, Scheme: opts.Scheme, Tune: opts.Tune,

@@ -6,9 +6,9 @@ import (
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
-	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
 // noop is the provider both runtimes serve: it does nothing, so every request
@@ -28,7 +28,7 @@ func (noop) Delete(context.Context, *widget.Widget) (provider.Result, error) {
 var (
 	wlRules = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}}
 	// In kcp mode the end-user cluster is the tenant workspace.
-	kcpMCPPerms   = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{{APIGroups: []string{widget.GroupVersion.Group}, Resources: []string{"widgets"}, Verbs: []string{"get", "list", "watch"}}}}}}
-	stdMCPPerms   = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: wlRules}}}
-	workloadPerms = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: wlRules}}}
+	kcpMCPPerms   = cluster.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{{APIGroups: []string{widget.GroupVersion.Group}, Resources: []string{"widgets"}, Verbs: []string{"get", "list", "watch"}}}}}}
+	stdMCPPerms   = cluster.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: wlRules}}}
+	workloadPerms = cluster.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: wlRules}}}
 )

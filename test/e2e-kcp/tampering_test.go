@@ -27,7 +27,6 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
-	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
 // TestTampering is a hostile but legitimate tenant, and one that changes its mind: it
@@ -265,7 +264,7 @@ func TestTampering(t *testing.T) {
 
 // providerRights are the provider's own rights in TestTampering's workspaces: more
 // than its worker's (widget.KCPMCPPermissions), as a provider that installs things has.
-var providerRights = workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+var providerRights = cluster.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
 	{APIGroups: []string{widget.GroupVersion.Group}, Resources: []string{"widgets"}, Verbs: []string{"get", "list", "watch"}},
 	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}},
 }}}}

@@ -21,7 +21,6 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget/widgetbuilder"
-	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
 // keepClusterAnnotation asks, on a Widget, for a backup cluster that outlives its request.
@@ -83,7 +82,7 @@ func TestAdditionalCluster(t *testing.T) {
 				return &clustersv1alpha1.ClusterRequestSpec{Purpose: clustersv1alpha1.PURPOSE_WORKLOAD,
 					WaitForClusterDeletion: ptr.To(w.Annotations[keepClusterAnnotation] == "true")}, nil
 			},
-			Permissions: workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+			Permissions: cluster.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{""}, Resources: []string{"namespaces", "configmaps"}, Verbs: []string{"get", "create", "delete"}}}}}},
 		}).
 		Complete(backupTarget{})

@@ -8,14 +8,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
+	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
-	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
 // New is the builder every suite starts from: the Widget API, its WidgetConfig, a
 // workload cluster with widget.WorkloadPermissions and the end-user permissions mcp. A
 // suite adds KCP(...) where it serves kcp, and completes it with widget.Provider{}.
-func New(name string, s *runtime.Scheme, mcp workload.Permissions) *builder.Builder[*widget.Widget] {
+func New(name string, s *runtime.Scheme, mcp cluster.Permissions) *builder.Builder[*widget.Widget] {
 	return builder.ServiceProvider[*widget.Widget](name, s).
 		For(&widget.Widget{}).
 		WithProviderConfig(&widget.WidgetConfig{}).

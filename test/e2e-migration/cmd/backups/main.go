@@ -20,7 +20,6 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/migration"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 	"github.com/openmcp-project/kcp-serviceprovider/test/e2e-migration/backups"
-	"github.com/openmcp-project/kcp-serviceprovider/workload"
 )
 
 // Migration is what cmd/backups-ocr's main chose, read from it as a provider author
@@ -47,9 +46,9 @@ func newRuntime(name string, _ apiexport.Provisionable) (command.Runner, error) 
 	return builder.ServiceProvider[*backups.Backup](name, s).
 		For(&backups.Backup{}).WithProviderConfig(&backups.BackupConfig{}).
 		// The same rights the old binary asked for, so the adopted requests keep theirs.
-		MCPPermissions(workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+		MCPPermissions(cluster.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list"}}}}}}).
-		WorkloadCluster(workload.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
+		WorkloadCluster(cluster.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"namespaces", "configmaps"}, Verbs: []string{"get", "list", "create", "update", "delete"}}}}}}).
 		Complete(installer{})
 }
