@@ -157,6 +157,16 @@ func (f folders) built(part string) bool {
 	return true
 }
 
+// complete says whether every part is in the cache.
+func (f folders) complete() bool {
+	for part := range binaries {
+		if !f.built(part) {
+			return false
+		}
+	}
+	return true
+}
+
 func executable(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
@@ -173,10 +183,8 @@ func Find(opts Options) (string, bool, error) {
 	if err != nil {
 		return "", false, err
 	}
-	for part := range binaries {
-		if !f.built(part) {
-			return "", false, nil
-		}
+	if !f.complete() {
+		return "", false, nil
 	}
 	return f.assets, true, f.link()
 }
@@ -220,10 +228,8 @@ func Ensure(ctx context.Context, opts Options, parts ...string) (string, error) 
 			return "", err
 		}
 	}
-	for part := range binaries {
-		if !f.built(part) {
-			return "", nil
-		}
+	if !f.complete() {
+		return "", nil
 	}
 	return f.assets, f.link()
 }
