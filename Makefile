@@ -29,8 +29,8 @@ generate:
 	$$(hack/tools.sh controller-gen) object paths=./examples/echo/api/...
 	$$(hack/tools.sh controller-gen) crd paths=./examples/echo/api/... output:crd:dir=./examples/echo/config/crd
 	go run ./cmd/kcp-serviceprovider kcp-manifests > examples/echo/config/kcp/apiexport.yaml.tmp && mv examples/echo/config/kcp/apiexport.yaml.tmp examples/echo/config/kcp/apiexport.yaml
-	$$(hack/tools.sh controller-gen) object paths=./examples/notes/api/...
-	$$(hack/tools.sh controller-gen) crd paths=./examples/notes/api/... output:crd:dir=./examples/notes/crd
+	$$(hack/tools.sh controller-gen) object paths=./internal/scaffold/template/api/...
+	$$(hack/tools.sh controller-gen) crd paths=./internal/scaffold/template/api/... output:crd:dir=./internal/scaffold/template/crd
 	$$(hack/tools.sh controller-gen) object paths=./examples/greeter/api/...
 	$$(hack/tools.sh controller-gen) crd paths=./examples/greeter/api/... output:crd:dir=./examples/greeter/crd
 	go run ./examples/greeter/cmd/greeter platform-rbac > examples/greeter/config/platform-rbac.yaml.tmp && mv examples/greeter/config/platform-rbac.yaml.tmp examples/greeter/config/platform-rbac.yaml
@@ -58,6 +58,6 @@ bench-upgrades:
 		KSP_BENCH_WORKSPACES=100,500 go test -run '^$$' -bench BenchmarkSchemaMove -benchtime 1x -timeout 60m ./apiexport/
 
 ## image: the reference provider's container image as an OCI layout in dist/image, built
-## without a container daemon (hack/image): static binary, non-root, reproducible.
+## without a container daemon (cmd/kcp-serviceprovider-image): static binary, non-root, reproducible.
 image:
-	go run ./hack/image -main ./cmd/kcp-serviceprovider -out dist/image
+	go run ./cmd/kcp-serviceprovider-image -main ./cmd/kcp-serviceprovider -out dist/image

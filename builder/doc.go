@@ -1,8 +1,9 @@
 // Package builder assembles a service provider runtime from what a provider declares:
 // its Service API type, its ProviderConfig type, whether it needs a workload cluster,
 // optionally its kcp API surface, and its Reconciler. A provider binary usually hands
-// the builder call to command.Main (examples/notes); a program of its own calls
-// rt.Start(ctx, builder.Options{...}) on what Complete returns.
+// the builder call to command.Main (as the provider cmd/kcp-serviceprovider-new writes
+// does); a program of its own calls rt.Start(ctx, builder.Options{...}) on what
+// Complete returns.
 //
 // The Runtime runs one multicluster manager per mode in the same process, each with its
 // own leader election ID, all driving the same engine.

@@ -11,6 +11,7 @@
 // cluster, its storage version is the kind init registers at the ServiceProvider, its
 // resource what run asks the platform for on the onboarding cluster, its group the
 // default APIExport name. The reference provider's binary is cmd/kcp-serviceprovider
-// (examples/echo); examples/notes is one written from scratch. The flags use
-// the standard library: a provider binary has no other command-line dependency.
+// (examples/echo); the provider cmd/kcp-serviceprovider-new writes is one from scratch.
+// The flags use the standard library: a provider binary has no other command-line
+// dependency.
 package command

@@ -23,7 +23,7 @@ func newRuntime(string, apiexport.Provisionable) (command.Runner, error) {
 // labelled openmcp.cloud/cluster=onboarding is the Service API, and its group names the
 // APIExport tenants bind.
 func ExampleProvider_Surface() {
-	p := command.Provider{Name: "notes", CRDs: os.DirFS("../examples/notes"), NewRuntime: newRuntime}
+	p := command.Provider{Name: "notes", CRDs: os.DirFS("../internal/scaffold/template"), NewRuntime: newRuntime}
 	s, err := p.Surface()
 	if err != nil {
 		fmt.Println(err)

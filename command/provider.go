@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"strings"
 
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
@@ -81,13 +82,31 @@ type Local struct {
 	// (the openmcp-operator's namespace, where the provider runs).
 	ProviderConfig string
 	// Quickstart returns the commands local prints for a tenant in kcp mode, in
-	// standard mode, and for a look at the workload cluster; state is how the commands
-	// name the state folder.
-	Quickstart func(state string) (kcp, standard, workers []string)
+	// standard mode, and for a look at the workload cluster; state names what local
+	// wrote into its state folder, as the commands name it.
+	Quickstart func(state LocalState) (kcp, standard, workers []string)
 	// Charts, when set, are pushed to an OCI registry local starts, with Flux's
 	// source-controller and helm-controller on the platform cluster, before the
 	// ProviderConfig is applied: for a provider that installs through Flux.
 	Charts []LocalChart
+}
+
+// LocalState is local's state folder as the printed commands name it ("$PWD/.local-platform"
+// for the default): what local writes there, for a provider's Quickstart.
+type LocalState string
+
+// Shell is the line that points a shell at the local platform: its kubectl on PATH, the
+// kcp kubeconfig (contexts root, tenant and provider) and kubectl's cache in the state
+// folder. The kcp commands of a Quickstart start with it.
+func (s LocalState) Shell() string {
+	return fmt.Sprintf(`export PATH="%s:$PATH" KUBECONFIG="%s" KUBECACHEDIR="%s"`,
+		filepath.Join(string(s), "bin"), s.Kubeconfig("kcp"), filepath.Join(string(s), "kube-cache"))
+}
+
+// Kubeconfig is the path of the admin kubeconfig local writes for a cluster: platform,
+// onboarding, workload, mcp or kcp.
+func (s LocalState) Kubeconfig(cluster string) string {
+	return filepath.Join(string(s), "kubeconfigs", cluster+".kubeconfig")
 }
 
 // LocalChart is a Helm chart local pushes for a provider that installs through Flux.

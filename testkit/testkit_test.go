@@ -24,7 +24,7 @@ func (startedRuntime) Start(context.Context, builder.Options) error { return nil
 // described for the kit from its name, CRDs and runtime: the kit derives the same
 // surface run would, and hands its kcp part to the runtime.
 func TestProviderOfAProviderWithoutCommand(t *testing.T) {
-	p := ProviderOf("notes", os.DirFS("../examples/notes/crd"), func(kcp apiexport.Provisionable) (command.Runner, error) {
+	p := ProviderOf("notes", os.DirFS("../internal/scaffold/template/crd"), func(kcp apiexport.Provisionable) (command.Runner, error) {
 		return startedRuntime{kcp: kcp}, nil
 	})
 	s, err := p.Surface()

@@ -118,8 +118,9 @@ func (l *localRun) start(ctx context.Context) error {
 // writeKubeconfigs writes the clusters' admin kubeconfigs into the state folder and
 // links kubectl next to them.
 func (l *localRun) writeKubeconfigs() error {
+	state := command.LocalState(l.state) // where the printed commands look for them
 	for _, s := range []*localenv.APIServer{l.platform.Platform, l.platform.Onboarding, l.platform.Workload, l.platform.MCP} {
-		if _, err := l.env.WriteFile(l.env.KubeconfigPath(s.Name), s.Kubeconfig()); err != nil {
+		if _, err := l.env.WriteFile(state.Kubeconfig(s.Name), s.Kubeconfig()); err != nil {
 			return err
 		}
 	}
@@ -129,10 +130,10 @@ func (l *localRun) writeKubeconfigs() error {
 	if err != nil {
 		return err
 	}
-	if l.kcpKubeconfig, err = l.env.WriteFile(l.env.KubeconfigPath("kcp"), kc); err != nil {
+	if l.kcpKubeconfig, err = l.env.WriteFile(state.Kubeconfig("kcp"), kc); err != nil {
 		return err
 	}
-	l.onboardingK, l.workloadK = l.env.KubeconfigPath("onboarding"), l.env.KubeconfigPath("workload")
+	l.onboardingK, l.workloadK = state.Kubeconfig("onboarding"), state.Kubeconfig("workload")
 	bin := filepath.Join(l.state, "bin")
 	if err := os.MkdirAll(bin, 0o700); err != nil {
 		return err

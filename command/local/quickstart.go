@@ -5,15 +5,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/openmcp-project/kcp-serviceprovider/command"
 )
 
 // stateExpr is how the printed commands name the state folder: as the README does for
 // the default, absolute otherwise.
-func (l *localRun) stateExpr() string {
+func (l *localRun) stateExpr() command.LocalState {
 	if cwd, err := os.Getwd(); err == nil && l.state == filepath.Join(cwd, DefaultStateDir) {
-		return "$PWD/" + DefaultStateDir
+		return command.LocalState("$PWD/" + DefaultStateDir)
 	}
-	return l.state
+	return command.LocalState(l.state)
 }
 
 func (l *localRun) printQuickstart() {

@@ -19,9 +19,12 @@
 // the PlatformService of config/deploy/platformservice and an Echo on the platform
 // cluster.
 //
-// TestScratchProvider builds examples/notes, a provider written from scratch on
-// the command package (its types, provider.go and a main.go of at most 30 lines), and
-// serves a kcp tenant with its init and run.
+// TestScratchProvider builds internal/scaffold/template, a provider written from
+// scratch on the command package (its types, provider.go and a main.go of at most 30
+// lines), and serves a kcp tenant with its init and run. TestNewProvider makes a
+// provider with cmd/kcp-serviceprovider-new in a folder outside the checkout, as a
+// module of its own, and runs its vet, generate, end-to-end test, local platform and
+// image there.
 //
 // TestLocal runs `kcp-serviceprovider-local local` and follows the README's quickstart word
 // by word, then interrupts it and checks that no process and no file outside its state

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openmcp-project/kcp-serviceprovider/command"
 	"github.com/openmcp-project/kcp-serviceprovider/examples/greeter"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 )
@@ -40,7 +41,7 @@ func TestGreeterLocal(t *testing.T) {
 		}
 	}
 
-	kcp, standard, workers := greeter.Quickstart(state)
+	kcp, standard, workers := greeter.Quickstart(command.LocalState(state))
 	exports := kcp[0]
 	for _, step := range []struct {
 		name  string

@@ -27,13 +27,13 @@ import (
 
 	rtv1alpha1 "github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
-	"github.com/openmcp-project/kcp-serviceprovider/examples/notes/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/scaffold/template/api/v1alpha1"
 )
 
 // scratchDir is the provider written from scratch on the command package.
-const scratchDir = "examples/notes"
+const scratchDir = "internal/scaffold/template"
 
 // scratchMainMaxLines is the promise of the command package: a provider's main.go,
 // handing its description to the shared commands, fits in this many lines.

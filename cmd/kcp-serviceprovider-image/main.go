@@ -1,11 +1,12 @@
-// Command image builds the container image of a provider binary without a container
-// daemon: a static Linux binary (CGO off, -trimpath) on a base of three files kept
+// Command kcp-serviceprovider-image builds the container image of a provider binary
+// without a container daemon: a static Linux binary (CGO off, -trimpath) on a base of three files kept
 // here (/etc/passwd and /etc/group with the non-root user 65532, and an empty /tmp),
 // the binary as entrypoint, written as an OCI image layout. It is reproducible: the
 // same commit and Go toolchain give the same digest (no timestamps, fixed file
-// metadata, go build without VCS stamps or build IDs). `make image` runs it.
+// metadata, go build without VCS stamps or build IDs). `make image` runs it here; a
+// provider's module names it as a tool in its go.mod and runs it from its root:
 //
-// Usage: go run ./hack/image [-main ./cmd/kcp-serviceprovider] [-out dist/image] [-arch amd64]
+//	go tool kcp-serviceprovider-image [-main .] [-out dist/image] [-arch amd64]
 package main
 
 import (
@@ -16,7 +17,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"time"
 
@@ -37,7 +37,7 @@ const (
 )
 
 func main() {
-	mainPkg := flag.String("main", "./cmd/kcp-serviceprovider", "the main package to build, relative to the module root")
+	mainPkg := flag.String("main", ".", "the main package to build, relative to the module root")
 	out := flag.String("out", "dist/image", "folder of the OCI image layout to write (replaced)")
 	arch := flag.String("arch", "amd64", "GOARCH of the binary and the image")
 	flag.Parse()
@@ -56,7 +56,10 @@ func build(mainPkg, out, arch string) (v1.Hash, error) {
 		return v1.Hash{}, err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
-	name := path.Base(mainPkg)
+	name, err := binaryName(mainPkg)
+	if err != nil {
+		return v1.Hash{}, err
+	}
 	bin := filepath.Join(tmp, name)
 	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", bin, mainPkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
@@ -83,6 +86,16 @@ func build(mainPkg, out, arch string) (v1.Hash, error) {
 		return v1.Hash{}, fmt.Errorf("writing the image to %s: %w", out, err)
 	}
 	return img.Digest()
+}
+
+// binaryName is the name of mainPkg's binary as go build gives it: its folder's name,
+// also for "." (a provider whose main package is its module's root).
+func binaryName(mainPkg string) (string, error) {
+	abs, err := filepath.Abs(mainPkg)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Base(abs), nil
 }
 
 // image is the base layer and the binary's layer, with the binary as entrypoint run

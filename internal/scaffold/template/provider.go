@@ -10,12 +10,16 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	rtv1alpha1 "github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
+	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
-	"github.com/openmcp-project/kcp-serviceprovider/examples/notes/api/v1alpha1"
+	"github.com/openmcp-project/kcp-serviceprovider/command"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/scaffold/template/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 )
 
@@ -28,6 +32,19 @@ var workloadPermissions = cluster.Permissions{Rules: []clustersv1alpha1.Permissi
 	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create"}},
 	{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update", "patch", "delete"}},
 }}}}
+
+// newRuntime declares the provider to the runtime: its Service API, its ProviderConfig,
+// the workload cluster it needs and the reconciler; the runtime does the rest.
+func newRuntime(name string, kcp apiexport.Provisionable) (command.Runner, error) {
+	s := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return builder.ServiceProvider[*v1alpha1.Note](name, s).
+		For(&v1alpha1.Note{}).WithProviderConfig(&v1alpha1.NoteConfig{}).
+		WorkloadCluster(workloadPermissions).KCP(kcp).
+		Complete(Provider{})
+}
 
 // Provider keeps each Note's text in a ConfigMap on the workload cluster.
 type Provider struct{}
