@@ -11,7 +11,7 @@ import (
 // the virtual workspace: it reads an object, creates it when absent, updates it when it
 // drifted, and deletes it when the tenant goes away; list and watch let the runtime
 // notice within seconds when someone changes or deletes one of its objects
-// (workspaces.AccessWatch). The runtime lists and watches only objects carrying its
+// (kcpwatch.AccessWatch). The runtime lists and watches only objects carrying its
 // managed-by label, and a tenant narrowing the claims to that label shows it nothing
 // else.
 var requiredClaimVerbs = []string{"create", "delete", "get", "list", "update", "watch"}

@@ -11,9 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
-	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
@@ -38,7 +36,7 @@ const ManagedByLabel = apiexport.ManagedByLabel
 // kcpSupervisor returns kcp mode's supervisor (package kcpmode), which follows
 // spec.kcp and builds kcp mode's manager with kcpManager whenever a configuration
 // works.
-func (r *Runtime[T]) kcpSupervisor(opts Options) (*kcpmode.Supervisor, error) {
+func (r *Runtime[T]) kcpSupervisor(opts Options, surface apiexport.Provisionable) (*kcpmode.Supervisor, error) {
 	platformCfg := rest.CopyConfig(opts.Platform)
 	opts.tune(platformCfg)
 	platform, err := client.New(platformCfg, client.Options{Scheme: r.decl.scheme})
@@ -47,7 +45,7 @@ func (r *Runtime[T]) kcpSupervisor(opts Options) (*kcpmode.Supervisor, error) {
 	}
 	return kcpmode.New(kcpmode.Options{
 		Name: r.decl.name, ProviderConfigName: opts.Migration.ProviderConfig(r.decl.name), Scheme: r.decl.scheme, NewProviderConfig: r.decl.newProviderConfig,
-		Surface: r.decl.kcp, Platform: platform, PlatformConfig: platformCfg, Tune: opts.tune,
+		Surface: surface, Platform: platform, PlatformConfig: platformCfg, Tune: opts.tune,
 		EventSource: eventSource(r.decl.name), Replica: opts.Replica, AllowAPIDowngrade: opts.AllowAPIDowngrade,
 		NewManager: func(_ context.Context, c kcpmode.Connection) (mcmanager.Manager, error) {
 			return r.kcpManager(opts, c)
@@ -112,7 +110,7 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 		}
 	}
 
-	eopts, err := r.engineOptions(mgr, mode.Tenancy, workspaces.Labels, opts, r.requestNames(nil))
+	eopts, err := r.engineOptions(mgr, workspaces.Labels, opts, r.requestNames(nil))
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +119,7 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 		// them, for the provider's child objects to name.
 		eopts.KubeconfigSecrets = eopts.PlatformWriter
 	}
-	e, err := engine.Register(mgr, eopts, engine.Setup{
+	e, err := mode.Register(mgr, eopts, engine.Setup{
 		Name:                    r.decl.name + "-kcp",
 		NewList:                 r.decl.newList,
 		ProviderConfig:          r.decl.newProviderConfig(),
@@ -129,17 +127,9 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 		Singleton:               true,
 		Restartable:             true,
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
-		WrapCluster:             workspaces.NewSharedDiscovery().Wrap,
-		SharedWatch:             mode.Objects.Source,
-		Sources:                 []func(engine.ClusterLister) source.TypedSource[mcreconcile.Request]{mode.Access.Source},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kcp mode controller: %w", err)
-	}
-	// Added after the engine, so that the engine knows a workspace by the time the
-	// shared watch queues its objects on engagement.
-	if err := mgr.Add(mode.Objects); err != nil {
-		return nil, err
 	}
 	// A workspace that is briefly not engaged (this manager restarting, the virtual
 	// workspace reconnecting) is not swept: the sweep wants SweepAbsences consecutive

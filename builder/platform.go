@@ -81,21 +81,15 @@ func (r *Runtime[T]) platformServiceManager(opts Options) (mcmanager.Manager, er
 	if err != nil {
 		return nil, fmt.Errorf("platform-service mode manager: %w", err)
 	}
-	if err := mgr.GetLocalManager().Add(mode.Cluster); err != nil {
-		return nil, err
-	}
 	if ops.Enabled(opts.HealthProbeBindAddress) {
 		_ = mgr.AddHealthzCheck("ping", healthz.Ping)
 		_ = mgr.AddReadyzCheck("platform-cache", ops.CacheSynced("platform", mode.Cluster.GetCache()))
 	}
-	eopts, err := r.engineOptions(mgr, mode.Tenancy, nil, opts, r.requestNames(nil))
+	eopts, err := r.engineOptions(mgr, nil, opts, r.requestNames(nil))
 	if err != nil {
 		return nil, err
 	}
-	if mode.Workload != nil {
-		eopts.Workload = mode.Workload
-	}
-	if _, err := engine.Register(mgr, eopts, engine.Setup{
+	if _, err := mode.Register(mgr, eopts, engine.Setup{
 		Name:                    r.decl.name + "-platform",
 		NewList:                 r.decl.newList,
 		ProviderConfig:          r.decl.newProviderConfig(),

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
+	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/kcpmode"
@@ -132,6 +133,11 @@ type Options struct {
 	// requests and waits for its pods to be gone (package migration). It is the
 	// provider's declaration (command.Provider.Migration), passed through here.
 	Migration *migration.FromOCR
+	// Conversion, when set, serves the Service API's conversion webhook for as long as
+	// the runtime runs, in every mode, and makes the kcp schema convert through it; the
+	// runtime stops when the webhook does. The run command sets it from
+	// command.Provider.Conversion and its --conversion-webhook flags.
+	Conversion *ConversionWebhook
 }
 
 func (o *Options) metricsServing() ops.MetricsServing {
@@ -225,22 +231,39 @@ func (r *Runtime[T]) Start(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
+	if !opts.PlatformService && opts.Onboarding == nil && r.decl.kcp == nil {
+		return errors.New("nothing to serve: no onboarding cluster and no kcp surface")
+	}
+	if opts.Conversion == nil {
+		return r.start(ctx, opts, r.decl.kcp)
+	}
+	served, surface, err := r.serveConversion(ctx, opts, r.decl.kcp)
+	if err != nil {
+		return err
+	}
+	err = r.start(served, opts, surface)
+	if err == nil && ctx.Err() == nil {
+		// The modes stopped because the webhook did.
+		err = context.Cause(served)
+	}
+	return err
+}
+
+// start runs the modes of Start until ctx ends; surface is the kcp surface they
+// provision.
+func (r *Runtime[T]) start(ctx context.Context, opts Options, surface apiexport.Provisionable) error {
 	if opts.PlatformService {
 		return r.startPlatformService(ctx, opts)
 	}
-	if opts.Onboarding == nil && r.decl.kcp == nil {
-		return errors.New("nothing to serve: no onboarding cluster and no kcp surface")
-	}
-
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer metrics.AddProcess(r.processSource())()
 	errc := make(chan error, 3)
 	running := 0
 	var sup *kcpmode.Supervisor
-	if r.decl.kcp != nil {
+	if surface != nil {
 		var err error
-		if sup, err = r.kcpSupervisor(opts); err != nil {
+		if sup, err = r.kcpSupervisor(opts, surface); err != nil {
 			return err
 		}
 		r.mu.Lock()
@@ -348,9 +371,15 @@ func (r *Runtime[T]) platformManagerOptions(opts Options, mode string) manager.O
 func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcmanager.Manager, error) {
 	onboardingCfg := rest.CopyConfig(opts.Onboarding)
 	opts.tune(onboardingCfg)
-	prov, onboardingCluster, err := onboarding.Provider(onboardingCfg, r.decl.scheme)
+	m := opts.Migration
+	controller, mcp := m.RequestController(r.decl.name), m.MCPRegistration()
+	mode, err := onboarding.NewMode[T](onboardingCfg, onboarding.ModeOptions{
+		ProviderName: controller, Permissions: r.decl.mcpPerms, WorkerPermissions: r.decl.workerPerms, Scheme: r.decl.scheme,
+		RetryInterval: opts.RetryInterval, GrantTimeout: opts.GrantTimeout, Tune: opts.tune,
+		MCPID: mcp.ID, MCPSuffix: mcp.Suffix, Adopt: m != nil,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("onboarding cluster: %w", err)
+		return nil, err
 	}
 	platformCfg := rest.CopyConfig(opts.Platform)
 	opts.tune(platformCfg)
@@ -363,16 +392,13 @@ func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcm
 			mopts.LeaderElectionConfig = onboardingCfg
 		}
 	}
-	mgr, err := mcmanager.New(platformCfg, prov, mopts)
+	mgr, err := mcmanager.New(platformCfg, mode.Provider, mopts)
 	if err != nil {
 		return nil, fmt.Errorf("standard mode manager: %w", err)
 	}
-	if err := mgr.GetLocalManager().Add(onboardingCluster); err != nil {
-		return nil, err
-	}
 	if ops.Enabled(opts.HealthProbeBindAddress) {
 		_ = mgr.AddHealthzCheck("ping", healthz.Ping)
-		_ = mgr.AddReadyzCheck("onboarding-cache", ops.CacheSynced("onboarding", onboardingCluster.GetCache()))
+		_ = mgr.AddReadyzCheck("onboarding-cache", ops.CacheSynced("onboarding", mode.Cluster.GetCache()))
 		// The standard manager serves the probes of the whole process, kcp mode's too.
 		live, ready := kcpChecks(sup)
 		for name, c := range live {
@@ -382,15 +408,7 @@ func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcm
 			_ = mgr.AddReadyzCheck(name, c)
 		}
 	}
-	platform := mgr.GetLocalManager().GetClient()
-	m := opts.Migration
-	controller, mcp := m.RequestController(r.decl.name), m.MCPRegistration()
-	tenancy := onboarding.NewTenancy[T](platform, onboarding.Options{
-		ProviderName: controller, Permissions: r.decl.mcpPerms, WorkerPermissions: r.decl.workerPerms, Scheme: r.decl.scheme,
-		RetryInterval: opts.RetryInterval, GrantTimeout: opts.GrantTimeout, Tune: opts.tune,
-		MCPID: mcp.ID, MCPSuffix: mcp.Suffix, Adopt: m != nil,
-	})
-	eopts, err := r.engineOptions(mgr, tenancy, onboarding.Labels, opts, r.requestNames(m))
+	eopts, err := r.engineOptions(mgr, onboarding.Labels, opts, r.requestNames(m))
 	if err != nil {
 		return nil, err
 	}
@@ -399,7 +417,7 @@ func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcm
 			return nil, err
 		}
 	}
-	e, err := engine.Register(mgr, eopts, engine.Setup{
+	e, err := mode.Register(mgr, eopts, engine.Setup{
 		Name: r.decl.name + "-standard",
 		// A process may start a Runtime again after stopping it (the reliability tests
 		// simulate a crash and restart that way).
@@ -418,8 +436,6 @@ func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcm
 	return mgr, nil
 }
 
-// engineOptions are the engine's options for one mode: everything but the tenancy and
-// the labels that map requests back to tenants is the same in every mode.
 // requestNames are what a mode's platform requests are named after: the controller
 // name (request prefix and managed-by label) and the workload registration, and
 // whether requests of those names that exist are adopted. Only standard mode with a
@@ -436,7 +452,10 @@ func (r *Runtime[T]) requestNames(m *migration.FromOCR) requestNames {
 	return requestNames{controller: m.RequestController(r.decl.name), workload: m.WorkloadRegistration(), adopt: m != nil}
 }
 
-func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, tenancy engine.Tenancy[T], labels func(reconcile.Request) map[string]string, opts Options,
+// engineOptions are the engine's options for one mode, but for the tenancy, which the
+// mode's Register fills in: everything but the tenancy and the labels that map requests
+// back to tenants is the same in every mode.
+func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, labels func(reconcile.Request) map[string]string, opts Options,
 	names requestNames) (engine.Options[T], error) {
 	platform := mgr.GetLocalManager().GetClient()
 	eopts := engine.Options[T]{
@@ -452,7 +471,6 @@ func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, tenancy engine.Tenancy
 		},
 		Reconciler:  r.decl.reconciler,
 		References:  r.references(opts),
-		Tenancy:     tenancy,
 		Provider:    r.decl.name,
 		EventSource: eventSource(r.decl.name),
 		Replica:     opts.Replica,

@@ -155,6 +155,6 @@ func (o *commonOptions) conversionEndpoint() (conversion.Endpoint, error) {
 	}
 	return conversion.Endpoint{
 		URL:    o.conversionWebhookURL,
-		Secret: types.NamespacedName{Namespace: o.namespace, Name: o.providerName + "-conversion-webhook"},
+		Secret: types.NamespacedName{Namespace: o.namespace, Name: conversion.SecretName(o.providerName)},
 	}, nil
 }

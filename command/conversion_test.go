@@ -24,6 +24,7 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/apichange"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/conversion"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 )
@@ -105,7 +106,7 @@ func backupCRDTwoVersions() *apiextensionsv1.CustomResourceDefinition {
 }
 
 // startConversionWebhook prepares the conversion webhook as init does (its certificate
-// in a Secret of c) and serves it as run does, until the test ends. It returns the
+// in a Secret of c) and serves it as the runtime does, until the test ends. It returns the
 // Service API's CRD of release v1.1.0 pointed at the webhook, as both commands leave it.
 func startConversionWebhook(t *testing.T, c client.Client) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
@@ -124,11 +125,15 @@ func startConversionWebhook(t *testing.T, c client.Client) *apiextensionsv1.Cust
 		t.Fatal(err)
 	}
 	atRun := described()
-	o := &runOptions{commonOptions: common, conversionBindAddress: fmt.Sprintf("127.0.0.1:%d", ports[0])}
-	served, err := o.serveConversion(ctx, logr.Discard(), atRun, c)
+	endpoint, err := common.conversionEndpoint()
 	if err != nil {
 		t.Fatal(err)
 	}
+	served, caBundle, err := conversion.Start(ctx, logr.Discard(), c, endpoint, fmt.Sprintf("127.0.0.1:%d", ports[0]), atRun.Conversion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	atRun.convertThrough(endpoint.URL, caBundle)
 	t.Cleanup(func() {
 		cancel()
 		<-served.Done()

@@ -62,8 +62,9 @@ type Provider struct {
 	// Conversion, when set, holds the Go types of every version of the Service API,
 	// one a hub (controller-runtime's conversion.Hub) and the others convertible to it
 	// (conversion.Convertible), for versions whose schemas differ. init then installs
-	// the Service CRD with a conversion webhook and run serves it, also for the kcp
-	// schema (package conversion; --conversion-webhook-url).
+	// the Service CRD with a conversion webhook, and run hands it to the runtime
+	// (builder.Options.Conversion), which serves it and points the kcp schema at it
+	// (--conversion-webhook-url, --conversion-webhook-bind-address).
 	Conversion *runtime.Scheme
 	// Local, when set, adds the local command, which starts a whole platform on this
 	// machine with the provider in both modes.

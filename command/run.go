@@ -9,14 +9,12 @@ import (
 	"os"
 	"time"
 
-	"github.com/go-logr/logr"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
-	"github.com/openmcp-project/kcp-serviceprovider/internal/conversion"
 )
 
 // runOnboardingName is the local name of run's onboarding access request.
@@ -128,14 +126,13 @@ func (o *runOptions) run(ctx context.Context, _ io.Writer) error {
 		onboardingCfg = access.Config
 	}
 
+	var conversionWebhook *builder.ConversionWebhook
 	if d.Conversion != nil {
-		platform, err := client.New(platformCfg, client.Options{})
+		endpoint, err := o.conversionEndpoint()
 		if err != nil {
-			return fmt.Errorf("platform client: %w", err)
-		}
-		if ctx, err = o.serveConversion(ctx, log, d, platform); err != nil {
 			return err
 		}
+		conversionWebhook = &builder.ConversionWebhook{Scheme: d.Conversion, URL: endpoint.URL, BindAddress: o.conversionBindAddress}
 	}
 
 	rt, err := d.NewRuntime(o.providerName, d.kcp())
@@ -159,38 +156,11 @@ func (o *runOptions) run(ctx context.Context, _ io.Writer) error {
 		ClientBurst:             o.clientBurst,
 		Migration:               d.Migration,
 		AllowAPIDowngrade:       o.allowDowngrade,
+		Conversion:              conversionWebhook,
 	})
 	if err != nil {
 		return err
 	}
 	log.Info("stopped")
 	return nil
-}
-
-// serveConversion starts the Service API's conversion webhook with the certificate init
-// made, and points the CRD run derives the kcp schema from at it. The returned context
-// ends when the webhook stops, so that the runtime does not serve on without it.
-func (o *runOptions) serveConversion(ctx context.Context, log logr.Logger, d *described, platform client.Client) (context.Context, error) {
-	endpoint, err := o.conversionEndpoint()
-	if err != nil {
-		return ctx, err
-	}
-	cert, caBundle, err := conversion.LoadCertificate(ctx, platform, endpoint)
-	if err != nil {
-		return ctx, err
-	}
-	d.convertThrough(endpoint.URL, caBundle)
-	ctx, cancel := context.WithCancelCause(ctx)
-	go func() {
-		err := conversion.Serve(ctx, o.conversionBindAddress, endpoint.URL, cert, d.Conversion)
-		if err == nil {
-			err = errors.New("the conversion webhook stopped")
-		}
-		if ctx.Err() == nil {
-			log.Error(err, "conversion webhook")
-		}
-		cancel(err)
-	}()
-	log.Info("serving the Service API's conversion webhook", "address", o.conversionBindAddress, "url", endpoint.URL)
-	return ctx, nil
 }

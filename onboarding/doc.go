@@ -6,4 +6,7 @@
 // workspaces serves it unchanged. The tenant is the ControlPlane the object is named
 // after; its end-user cluster is reached through an AccessRequest referencing the
 // ControlPlane's existing ClusterRequest, exactly as openMCP's providers do today.
+//
+// NewMode assembles it and Mode.Register hands it to the engine, as workspaces does for
+// kcp mode.
 package onboarding

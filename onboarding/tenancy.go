@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
-	"sigs.k8s.io/multicluster-runtime/providers/single"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
@@ -36,11 +35,11 @@ const ClusterName = "onboarding"
 const MCPRegistrationID = "mcp"
 
 // WorkerRegistrationID names the registration of the worker's own end-user access
-// (Options.WorkerPermissions); its AccessRequests end in "--mcp-worker".
+// (ModeOptions.WorkerPermissions); its AccessRequests end in "--mcp-worker".
 const WorkerRegistrationID = "mcp-worker"
 
-// Options configure standard mode.
-type Options struct {
+// ModeOptions configure standard mode.
+type ModeOptions struct {
 	// ProviderName names requests and labels them as managed by the provider.
 	ProviderName string
 	// Permissions the provider needs on the tenant's MCP.
@@ -65,16 +64,6 @@ type Options struct {
 	Adopt bool
 }
 
-// Provider wraps the onboarding cluster as a multicluster provider with one cluster.
-// The caller adds the returned cluster to the manager so that its cache runs.
-func Provider(cfg *rest.Config, scheme *runtime.Scheme) (*single.Provider, ctrlcluster.Cluster, error) {
-	cl, err := ctrlcluster.New(cfg, func(o *ctrlcluster.Options) { o.Scheme = scheme })
-	if err != nil {
-		return nil, nil, err
-	}
-	return single.New(ClusterName, cl), cl, nil
-}
-
 // Labels are openMCP's onboarding labels, which map a request back to its object.
 func Labels(req reconcile.Request) map[string]string {
 	return map[string]string{
@@ -83,10 +72,10 @@ func Labels(req reconcile.Request) map[string]string {
 	}
 }
 
-// Tenancy is standard mode for the engine.
-type Tenancy[T provider.Object] struct {
+// tenancy is standard mode for the engine.
+type tenancy[T provider.Object] struct {
 	mcp      *access.Requester
-	worker   *access.Requester // nil without Options.WorkerPermissions
+	worker   *access.Requester // nil without ModeOptions.WorkerPermissions
 	platform client.Client
 	retry    time.Duration
 
@@ -97,9 +86,9 @@ type Tenancy[T provider.Object] struct {
 }
 
 var (
-	_ engine.Tenancy[provider.Object]       = &Tenancy[provider.Object]{}
-	_ engine.WorkerTenancy[provider.Object] = &Tenancy[provider.Object]{}
-	_ engine.Recorder                       = &Tenancy[provider.Object]{}
+	_ engine.Tenancy[provider.Object]       = &tenancy[provider.Object]{}
+	_ engine.WorkerTenancy[provider.Object] = &tenancy[provider.Object]{}
+	_ engine.Recorder                       = &tenancy[provider.Object]{}
 )
 
 // controlPlaneRequest is the ClusterRequest of the ControlPlane an object is named
@@ -113,14 +102,14 @@ func controlPlaneRequest(req reconcile.Request) (client.ObjectKey, error) {
 	return client.ObjectKey{Namespace: ns, Name: req.Name}, nil
 }
 
-// NewTenancy returns standard mode, ordering MCP access with the platform client (the
+// newTenancy returns standard mode, ordering MCP access with the platform client (the
 // mode's cached client: it also reads the ControlPlanes' ClusterRequests).
-func NewTenancy[T provider.Object](platform client.Client, opts Options) *Tenancy[T] {
+func newTenancy[T provider.Object](platform client.Client, opts ModeOptions) *tenancy[T] {
 	retry := opts.RetryInterval
 	if retry <= 0 {
 		retry = 10 * time.Second
 	}
-	t := &Tenancy[T]{platform: platform, retry: retry, missing: map[types.NamespacedName]int{},
+	t := &tenancy[T]{platform: platform, retry: retry, missing: map[types.NamespacedName]int{},
 		mcp: mcpRequester(platform, opts, orDefault(opts.MCPID, MCPRegistrationID), orDefault(opts.MCPSuffix, MCPRegistrationID), opts.Permissions)}
 	if opts.WorkerPermissions != nil {
 		t.worker = mcpRequester(platform, opts, WorkerRegistrationID, WorkerRegistrationID, *opts.WorkerPermissions)
@@ -137,7 +126,7 @@ func orDefault(s, def string) string {
 
 // mcpRequester orders token access with perms to the ControlPlane an object is named
 // after, under the registration id, its requests' names ending in suffix.
-func mcpRequester(platform client.Client, opts Options, id, suffix string, perms cluster.Permissions) *access.Requester {
+func mcpRequester(platform client.Client, opts ModeOptions, id, suffix string, perms cluster.Permissions) *access.Requester {
 	reg := advanced.ExistingClusterRequest(id, suffix, func(req reconcile.Request, _ ...any) (*commonapi.ObjectReference, error) {
 		key, err := controlPlaneRequest(req)
 		if err != nil {
@@ -165,18 +154,18 @@ func mcpRequester(platform client.Client, opts Options, id, suffix string, perms
 }
 
 // Mode is standard.
-func (*Tenancy[T]) Mode() cluster.Mode { return cluster.ModeStandard }
+func (*tenancy[T]) Mode() cluster.Mode { return cluster.ModeStandard }
 
 // Target: the object is named after its ControlPlane, so its key is the tenant.
-func (*Tenancy[T]) Target(clusterName string, cl ctrlcluster.Cluster, obj T) engine.Target[T] {
+func (*tenancy[T]) Target(clusterName string, cl ctrlcluster.Cluster, obj T) engine.Target[T] {
 	return engine.ObjectTarget(clusterName, cl, obj, cluster.StandardIdentity(obj.GetNamespace(), obj.GetName()))
 }
 
 // Admit admits every object: one per ControlPlane by naming convention.
-func (*Tenancy[T]) Admit(context.Context, engine.Target[T]) error { return nil }
+func (*tenancy[T]) Admit(context.Context, engine.Target[T]) error { return nil }
 
 // EndUser orders access to the tenant's MCP, once the ControlPlane exists.
-func (t *Tenancy[T]) EndUser(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
+func (t *tenancy[T]) EndUser(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
 	if err := t.controlPlaneExists(ctx, tg.Key.Request); err != nil {
 		return nil, err
 	}
@@ -196,7 +185,7 @@ const maxControlPlaneRetry = 5 * time.Minute
 // nothing is left. The ControlPlane's ClusterRequest is not the runtime's, so no watch
 // brings the object back when it appears: it is looked at again after RetryInterval,
 // doubling up to five minutes.
-func (t *Tenancy[T]) controlPlaneExists(ctx context.Context, req reconcile.Request) error {
+func (t *tenancy[T]) controlPlaneExists(ctx context.Context, req reconcile.Request) error {
 	key, err := controlPlaneRequest(req)
 	if err != nil {
 		return fmt.Errorf("ControlPlane %s: %w", req.NamespacedName, err)
@@ -228,7 +217,7 @@ func (t *Tenancy[T]) controlPlaneExists(ctx context.Context, req reconcile.Reque
 
 // EndUserWorker orders the worker's own access to the tenant's MCP
 // (engine.WorkerTenancy); nil when the worker shares the provider's.
-func (t *Tenancy[T]) EndUserWorker(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
+func (t *tenancy[T]) EndUserWorker(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
 	if t.worker == nil {
 		return nil, nil
 	}
@@ -238,7 +227,7 @@ func (t *Tenancy[T]) EndUserWorker(ctx context.Context, tg engine.Target[T]) (*c
 // RevokeWorker deletes the worker's own AccessRequest to the tenant's MCP
 // (engine.WorkerTenancy), without waiting for the platform to revoke it;
 // ReleaseEndUser waits.
-func (t *Tenancy[T]) RevokeWorker(ctx context.Context, tg engine.Target[T]) error {
+func (t *tenancy[T]) RevokeWorker(ctx context.Context, tg engine.Target[T]) error {
 	if t.worker == nil {
 		return nil
 	}
@@ -247,19 +236,19 @@ func (t *Tenancy[T]) RevokeWorker(ctx context.Context, tg engine.Target[T]) erro
 }
 
 // LookupEndUser returns existing MCP access.
-func (t *Tenancy[T]) LookupEndUser(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
+func (t *tenancy[T]) LookupEndUser(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
 	return t.mcp.Lookup(ctx, tg.Key)
 }
 
 // Record keeps value in an annotation of the tenant's MCP AccessRequest
 // (engine.Recorder): the engine's record of the object, for a provider without
 // workload cluster.
-func (t *Tenancy[T]) Record(ctx context.Context, key access.Key, annotation, value string) error {
+func (t *tenancy[T]) Record(ctx context.Context, key access.Key, annotation, value string) error {
 	return t.mcp.Record(ctx, key, annotation, value)
 }
 
 // ReleaseEndUser deletes the MCP AccessRequests: the worker's, then the provider's.
-func (t *Tenancy[T]) ReleaseEndUser(ctx context.Context, tg engine.Target[T]) (bool, error) {
+func (t *tenancy[T]) ReleaseEndUser(ctx context.Context, tg engine.Target[T]) (bool, error) {
 	if t.worker != nil {
 		if done, err := t.worker.Release(ctx, tg.Key); err != nil || !done {
 			return false, err
@@ -275,7 +264,7 @@ func (t *Tenancy[T]) ReleaseEndUser(ctx context.Context, tg engine.Target[T]) (b
 }
 
 // RequestsFor maps the onboarding labels back to the object.
-func (*Tenancy[T]) RequestsFor(_ context.Context, labels map[string]string, _ engine.ClusterLister) []mcreconcile.Request {
+func (*tenancy[T]) RequestsFor(_ context.Context, labels map[string]string, _ engine.ClusterLister) []mcreconcile.Request {
 	name := labels[openmcpconst.OnboardingNameLabel]
 	if name == "" {
 		return nil

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/command"
 	"github.com/openmcp-project/kcp-serviceprovider/config"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/conversion"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 )
@@ -64,7 +66,9 @@ type Options struct {
 	WaitTimeout time.Duration
 	// Runtime tunes the runtime (Platform, Onboarding and Namespace are the kit's).
 	// RetryInterval defaults to one second, SweepInterval to five, so that a test
-	// does not wait on the production safety nets.
+	// does not wait on the production safety nets. A Provider with Conversion gets its
+	// webhook as init and run make it: certificate, onboarding CRD and Conversion are
+	// the kit's, on a free local port.
 	Runtime builder.Options
 }
 
@@ -161,11 +165,46 @@ func Start(t *testing.T, opts Options) *Env {
 	if ro.MetricsBindAddress == "" {
 		ro.MetricsBindAddress = "0"
 	}
+	if opts.Provider.Conversion != nil && ro.Conversion == nil {
+		if ro.Conversion, err = e.conversionWebhook(ctx); err != nil {
+			t.Fatalf("testkit: %v", err)
+		}
+	}
 	harness.Background(ctx, t, "the "+opts.Provider.Name+" runtime", func(ctx context.Context) error { return rt.Start(ctx, ro) })
 	harness.Eventually(ctx, t, 2*time.Minute, "kcp mode serving APIExport "+surface.ExportName, func(ctx context.Context) error {
 		return e.kcpModeActive(ctx, rt)
 	})
 	return e
+}
+
+// conversionWebhook prepares the Service API's conversion webhook as init does (its
+// certificate in the provider's namespace on the platform cluster, the onboarding CRD
+// converting through it), for the runtime to serve on a free local port, which the
+// onboarding cluster and kcp reach as localhost.
+func (e *Env) conversionWebhook(ctx context.Context) (*builder.ConversionWebhook, error) {
+	ports, err := localenv.FreePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	url := fmt.Sprintf("https://localhost:%d/convert", ports[0])
+	endpoint := conversion.Endpoint{URL: url, Secret: types.NamespacedName{Namespace: e.ProviderNamespace, Name: conversion.SecretName(e.opts.Provider.Name)}}
+	caBundle, err := conversion.EnsureCertificate(ctx, e.inspect.platform, endpoint)
+	if err != nil {
+		return nil, err
+	}
+	onboarding := e.platform.Onboarding.Client
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := onboarding.Get(ctx, client.ObjectKeyFromObject(e.surface.ServiceCRD), crd); err != nil {
+			return err
+		}
+		conversion.Configure(crd, url, caBundle)
+		return onboarding.Update(ctx, crd)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pointing CRD %s at the conversion webhook: %w", e.surface.ServiceCRD.Name, err)
+	}
+	return &builder.ConversionWebhook{Scheme: e.opts.Provider.Conversion, URL: url, BindAddress: fmt.Sprintf("127.0.0.1:%d", ports[0])}, nil
 }
 
 // createProviderConfig creates the ProviderConfig named after the provider, with

@@ -112,7 +112,7 @@ type NamespaceRights struct {
 }
 
 // ObjectCache reads the objects a Minter keeps in tenant workspaces from a watch of
-// them (workspaces.AccessWatch is one).
+// them (kcpwatch.AccessWatch is one).
 type ObjectCache interface {
 	// Get fills obj with the cached object named key in the workspace cluster. It
 	// returns a NotFound error when the cache is complete and holds no such object,

@@ -7,4 +7,8 @@
 // cluster name, and only its oldest Service object is served (the singleton rule); the
 // others are told which object is active. The end-user cluster is the workspace itself,
 // reached with a ServiceAccount token the runtime mints there (package tokens).
+//
+// NewMode assembles it for one kcp connection and Mode.Register hands it to the engine,
+// as onboarding and platform-service mode do theirs; what it watches through the virtual
+// workspaces is internal/kcpwatch's.
 package workspaces

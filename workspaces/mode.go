@@ -8,10 +8,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/kcpmode"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/kcpprovider"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kcpwatch"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 	"github.com/openmcp-project/kcp-serviceprovider/tokens"
@@ -59,29 +62,31 @@ type Rights struct {
 	Namespaced []tokens.NamespaceRights
 }
 
-// Mode is kcp mode for one kcp connection, assembled: the builder mounts it on a
-// manager and an engine.
+// Mode is kcp mode for one kcp connection, assembled: the builder mounts it on a manager
+// (Provider) and registers its engine (Register).
 type Mode[T provider.Object] struct {
 	// Provider engages every workspace bound to the APIExport.
 	Provider *kcpprovider.Provider
-	// Objects is the one watch of the Service type across every virtual workspace: the
-	// engine's shared source, and a runnable to add after the engine.
-	Objects *SharedWatch
-	// Access watches the runtime's ServiceAccounts and RBAC in the workspaces, repairs
-	// tampering within seconds and answers the Minters' reads: an engine source.
-	Access  *AccessWatch
-	Tenancy *Tenancy[T]
+
+	// tenancy is what the engine asks of a workspace tenant: the singleton rule, the
+	// end-user credentials minted there, their release.
+	tenancy *tenancy[T]
+	// objects is the one watch of the Service type across every virtual workspace;
+	// access watches the runtime's ServiceAccounts and RBAC in the workspaces, repairs
+	// tampering within seconds and answers the Minters' reads.
+	objects *kcpwatch.SharedWatch
+	access  *kcpwatch.AccessWatch
 }
 
 // NewMode assembles kcp mode for the connection c.
 func NewMode[T provider.Object](c kcpmode.Connection, opts ModeOptions[T]) (*Mode[T], error) {
-	objects := NewSharedWatch(opts.NewObject(), opts.NewList)
+	objects := kcpwatch.NewSharedWatch(opts.NewObject(), opts.NewList)
 	prov, err := objects.NewProvider(c.VirtualWorkspace, c.EndpointSlice, opts.Name, opts.Scheme)
 	if err != nil {
 		return nil, fmt.Errorf("kcp apiexport provider: %w", err)
 	}
 	managedBy := map[string]string{apiexport.ManagedByLabel: opts.Name}
-	access := NewAccessWatch(opts.Scheme, managedBy)
+	access := kcpwatch.NewAccessWatch(opts.Scheme, managedBy)
 	newMinter := func(account string, rights Rights) *tokens.Minter {
 		return tokens.New(tokens.Options{
 			Direct: c.Direct, Identity: c.Identity, ProviderName: opts.Name, Account: account,
@@ -98,10 +103,31 @@ func NewMode[T provider.Object](c kcpmode.Connection, opts ModeOptions[T]) (*Mod
 	access.ReportTo(minters...)
 	objects.OnVirtualWorkspace(access.VirtualWorkspace)
 	objects.OnVirtualWorkspaceGone(access.VirtualWorkspaceGone)
-	return &Mode[T]{Provider: prov, Objects: objects, Access: access,
-		Tenancy: NewTenancy[T](Options{
+	return &Mode[T]{Provider: prov, objects: objects, access: access,
+		tenancy: newTenancy[T](tenancyOptions{
 			Minter: minters[0], WorkerMinter: workerMinter, NewList: opts.NewList, Kind: opts.Kind,
 			Scheme: opts.Scheme, Tune: opts.Tune, RetryInterval: opts.RetryInterval, FieldOwner: opts.FieldOwner,
 		}),
 	}, nil
+}
+
+// Register registers kcp mode's engine on mgr, whose provider is m.Provider: the setup
+// s with the workspace tenancy, kcp mode's own sources (one watch of the Service objects
+// of every virtual workspace, the access watch) and one REST mapper per virtual
+// workspace.
+func (m *Mode[T]) Register(mgr mcmanager.Manager, opts engine.Options[T], s engine.Setup) (*engine.Engine[T], error) {
+	opts.Tenancy = m.tenancy
+	s.WrapCluster = kcpwatch.NewSharedDiscovery().Wrap
+	s.SharedWatch = m.objects.Source
+	s.Sources = append(s.Sources, m.access.Source)
+	e, err := engine.Register(mgr, opts, s)
+	if err != nil {
+		return nil, err
+	}
+	// Added after the engine, so that the engine knows a workspace by the time the
+	// shared watch queues its objects on engagement.
+	if err := mgr.Add(m.objects); err != nil {
+		return nil, err
+	}
+	return e, nil
 }

@@ -35,8 +35,8 @@ func Labels(req reconcile.Request) map[string]string {
 	return map[string]string{LogicalClusterLabel: req.Name}
 }
 
-// Options configure kcp mode's tenancy.
-type Options struct {
+// tenancyOptions configure kcp mode's tenancy.
+type tenancyOptions struct {
 	// Minter mints the tenant's end-user credentials: the provider's, and the worker's
 	// too unless WorkerMinter is set.
 	Minter *tokens.Minter
@@ -60,9 +60,9 @@ type Options struct {
 	FieldOwner string
 }
 
-// Tenancy is kcp mode for the engine.
-type Tenancy[T provider.Object] struct {
-	opts Options
+// tenancy is kcp mode for the engine.
+type tenancy[T provider.Object] struct {
+	opts tenancyOptions
 
 	mu      sync.Mutex
 	clients map[clientKey]cachedClient
@@ -79,19 +79,19 @@ type cachedClient struct {
 	access *cluster.Access
 }
 
-// NewTenancy returns kcp mode's tenancy.
-func NewTenancy[T provider.Object](opts Options) *Tenancy[T] {
+// newTenancy returns kcp mode's tenancy.
+func newTenancy[T provider.Object](opts tenancyOptions) *tenancy[T] {
 	if opts.RetryInterval == 0 {
 		opts.RetryInterval = 30 * time.Second
 	}
-	return &Tenancy[T]{opts: opts, clients: map[clientKey]cachedClient{}}
+	return &tenancy[T]{opts: opts, clients: map[clientKey]cachedClient{}}
 }
 
 // Mode is kcp.
-func (*Tenancy[T]) Mode() cluster.Mode { return cluster.ModeKCP }
+func (*tenancy[T]) Mode() cluster.Mode { return cluster.ModeKCP }
 
 // Target: the workspace is the tenant.
-func (*Tenancy[T]) Target(clusterName string, cl ctrlcluster.Cluster, obj T) engine.Target[T] {
+func (*tenancy[T]) Target(clusterName string, cl ctrlcluster.Cluster, obj T) engine.Target[T] {
 	id := cluster.KCPIdentity(clusterName)
 	return engine.Target[T]{
 		ClusterName: clusterName, Cluster: cl, Object: obj, Identity: id,
@@ -100,13 +100,13 @@ func (*Tenancy[T]) Target(clusterName string, cl ctrlcluster.Cluster, obj T) eng
 }
 
 // Admit applies the singleton rule (engine.AdmitSingleton) to the workspace.
-func (t *Tenancy[T]) Admit(ctx context.Context, tg engine.Target[T]) error {
+func (t *tenancy[T]) Admit(ctx context.Context, tg engine.Target[T]) error {
 	return engine.AdmitSingleton(ctx, engine.Singleton{NewList: t.opts.NewList, Kind: t.opts.Kind, Scope: "workspace"}, tg)
 }
 
 // EndUser mints (or reuses) the tenant's workspace credential and returns a client
 // built from it.
-func (t *Tenancy[T]) EndUser(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
+func (t *tenancy[T]) EndUser(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
 	a, err := t.ensure(ctx, tg, t.opts.Minter, false)
 	if err == nil {
 		t.markProvisioned(tg.Object)
@@ -116,7 +116,7 @@ func (t *Tenancy[T]) EndUser(ctx context.Context, tg engine.Target[T]) (*cluster
 
 // EndUserWorker mints (or reuses) the worker's own workspace credential
 // (engine.WorkerTenancy); nil when the worker shares the provider's.
-func (t *Tenancy[T]) EndUserWorker(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
+func (t *tenancy[T]) EndUserWorker(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
 	if t.opts.WorkerMinter == nil {
 		return nil, nil
 	}
@@ -127,7 +127,7 @@ func (t *Tenancy[T]) EndUserWorker(ctx context.Context, tg engine.Target[T]) (*c
 // (engine.WorkerTenancy): deleting the account, then its roles, refuses its tokens
 // within a second, even where a rejected claim keeps a binding in place.
 // ReleaseEndUser removes them again and reports what is left.
-func (t *Tenancy[T]) RevokeWorker(ctx context.Context, tg engine.Target[T]) error {
+func (t *tenancy[T]) RevokeWorker(ctx context.Context, tg engine.Target[T]) error {
 	if t.opts.WorkerMinter == nil {
 		return nil
 	}
@@ -142,7 +142,7 @@ func (t *Tenancy[T]) RevokeWorker(ctx context.Context, tg engine.Target[T]) erro
 }
 
 // ensure has m mint (or reuse) one credential of the workspace.
-func (t *Tenancy[T]) ensure(ctx context.Context, tg engine.Target[T], m *tokens.Minter, worker bool) (*cluster.Access, error) {
+func (t *tenancy[T]) ensure(ctx context.Context, tg engine.Target[T], m *tokens.Minter, worker bool) (*cluster.Access, error) {
 	lc := logicalcluster.Name(tg.ClusterName)
 	cred, err := m.Ensure(ctx, t.directClient(tg), lc)
 	if err != nil {
@@ -189,7 +189,7 @@ const repairedRequeue = 100 * time.Millisecond
 
 // accessFor returns the client of a credential, reusing the one built for the same
 // token.
-func (t *Tenancy[T]) accessFor(key clientKey, cred *tokens.Credential) (*cluster.Access, error) {
+func (t *tenancy[T]) accessFor(key clientKey, cred *tokens.Credential) (*cluster.Access, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if c, ok := t.clients[key]; ok && c.token == cred.Token {
@@ -215,7 +215,7 @@ func (t *Tenancy[T]) accessFor(key clientKey, cred *tokens.Credential) (*cluster
 // keeps objects in the workspace: after a restart, it is how deletion tells a
 // workspace whose claims were rejected after provisioning (cleanup must wait) from
 // one that never accepted them (nothing to clean up).
-func (t *Tenancy[T]) markProvisioned(obj T) {
+func (t *tenancy[T]) markProvisioned(obj T) {
 	msg := fmt.Sprintf("the runtime keeps ServiceAccount %s and its RBAC in this workspace for the worker; deleting this %s removes them",
 		t.opts.Minter.ServiceAccount(), t.opts.Kind)
 	if t.opts.WorkerMinter != nil {
@@ -230,7 +230,7 @@ func (t *Tenancy[T]) markProvisioned(obj T) {
 
 // LookupEndUser returns the credential for the deletion path without creating or
 // repairing anything (tokens.Minter.Lookup); nil when there is none.
-func (t *Tenancy[T]) LookupEndUser(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
+func (t *tenancy[T]) LookupEndUser(ctx context.Context, tg engine.Target[T]) (*cluster.Access, error) {
 	lc := logicalcluster.Name(tg.ClusterName)
 	cred := t.opts.Minter.Lookup(ctx, lc)
 	if cred == nil {
@@ -244,7 +244,7 @@ func (t *Tenancy[T]) LookupEndUser(ctx context.Context, tg engine.Target[T]) (*c
 // left; what a rejected claim keeps it from removing holds the deletion, with a
 // message saying how to let it finish. Objects the tenant took over (the managed-by
 // label removed) are left to the tenant and reported.
-func (t *Tenancy[T]) ReleaseEndUser(ctx context.Context, tg engine.Target[T]) (bool, error) {
+func (t *tenancy[T]) ReleaseEndUser(ctx context.Context, tg engine.Target[T]) (bool, error) {
 	lc := logicalcluster.Name(tg.ClusterName)
 	ws := t.directClient(tg)
 	r, err := t.opts.Minter.Remove(ctx, ws, lc)
@@ -299,7 +299,7 @@ func onlyClaimsRefused(r tokens.Removal) bool {
 // codec factory and REST clients; heap profiles at 500 workspaces, docs/design/scale.md)
 // would sit unused; a takeover by another replica builds none when the workspace's
 // objects are in order.
-func (t *Tenancy[T]) directClient(tg engine.Target[T]) client.Client {
+func (t *tenancy[T]) directClient(tg engine.Target[T]) client.Client {
 	return access.Lazy(t.opts.Scheme, func() (client.Client, error) {
 		c, err := engine.DirectClient(tg.Cluster, t.opts.Scheme)
 		if err != nil {
@@ -313,7 +313,7 @@ func (t *Tenancy[T]) directClient(tg engine.Target[T]) client.Client {
 }
 
 // RequestsFor maps a request's logical cluster label to the workspace's objects.
-func (*Tenancy[T]) RequestsFor(ctx context.Context, labels map[string]string, clusters engine.ClusterLister) []mcreconcile.Request {
+func (*tenancy[T]) RequestsFor(ctx context.Context, labels map[string]string, clusters engine.ClusterLister) []mcreconcile.Request {
 	lc := labels[LogicalClusterLabel]
 	if lc == "" {
 		return nil

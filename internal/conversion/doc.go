@@ -10,9 +10,11 @@
 //     controller-utils generates it, self-signed, like the operator's webhooks), and
 //     installs the CRD with conversion Webhook, the URL and the certificate as its CA
 //     bundle ([Configure]);
-//   - run reads the same Secret ([LoadCertificate]), serves the webhook ([Serve]) and
-//     provisions the kcp schema from the configured CRD, so kcp's bound CRDs call the
-//     same URL (kcp has no Service references for webhooks, only URLs).
+//   - the runtime's Start (builder.Options.Conversion, which run fills in) reads the
+//     same Secret and serves the webhook ([Start]) for as long as it runs, in every
+//     mode, and provisions the kcp schema from the CRD configured the same way, so
+//     kcp's bound CRDs call the same URL (kcp has no Service references for webhooks,
+//     only URLs).
 //
 // Every replica serves with the same certificate, so the API servers may call any of
 // them; the CA bundle in the CRD and in the schema changes only when the Secret is

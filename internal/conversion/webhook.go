@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/openmcp-project/controller-utils/pkg/init/webhooks"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -35,6 +36,11 @@ type Endpoint struct {
 	// namespace on the platform cluster.
 	Secret types.NamespacedName
 }
+
+// SecretName is the name of the Secret that holds the certificate of the webhook of the
+// provider called provider, in its namespace on the platform cluster: init writes it,
+// every replica's runtime reads it.
+func SecretName(provider string) string { return provider + "-conversion-webhook" }
 
 // parse checks the URL and returns it.
 func (e Endpoint) parse() (*url.URL, error) {
@@ -152,6 +158,31 @@ func Check(scheme *runtime.Scheme, crd *apiextensionsv1.CustomResourceDefinition
 		return fmt.Errorf("converting %s: %w", crd.Name, err)
 	}
 	return nil
+}
+
+// Start reads the certificate init made (LoadCertificate) and serves the webhook with
+// it in the background (Serve). It returns the CA bundle the CRD and the kcp schema
+// carry, and a context derived from ctx that ends when the webhook stops, with the
+// reason as its cause: a runtime that goes on serving without its webhook would leave
+// every client of the other versions failing.
+func Start(ctx context.Context, log logr.Logger, c client.Client, e Endpoint, bindAddress string, scheme *runtime.Scheme) (context.Context, []byte, error) {
+	cert, caBundle, err := LoadCertificate(ctx, c, e)
+	if err != nil {
+		return ctx, nil, err
+	}
+	served, stop := context.WithCancelCause(ctx)
+	go func() {
+		err := Serve(served, bindAddress, e.URL, cert, scheme)
+		if err == nil {
+			err = errors.New("the conversion webhook stopped")
+		}
+		if served.Err() == nil {
+			log.Error(err, "conversion webhook")
+		}
+		stop(err)
+	}()
+	log.Info("serving the Service API's conversion webhook", "address", bindAddress, "url", e.URL)
+	return served, caBundle, nil
 }
 
 // Serve serves the webhook on bindAddress (host:port) with cert, converting through

@@ -47,14 +47,14 @@ type Setup struct {
 	// SharedWatch, if set, is the one source of Service object events for all engaged
 	// clusters, given the event handler of each cluster's objects; without it the
 	// controller watches the Service type in each engaged cluster
-	// (workspaces.SharedWatch says why kcp mode wants one watch).
+	// (kcpwatch.SharedWatch says why kcp mode wants one watch).
 	SharedWatch func(func(multicluster.ClusterName) handler.TypedEventHandler[client.Object, mcreconcile.Request]) source.TypedSource[mcreconcile.Request]
 	// Sources are further sources of reconcile requests, given the engaged clusters'
-	// objects (e.g. workspaces.AccessWatch, which brings a workspace's objects back
+	// objects (e.g. kcpwatch.AccessWatch, which brings a workspace's objects back
 	// when the worker's access there was tampered with).
 	Sources []func(ClusterLister) source.TypedSource[mcreconcile.Request]
 	// WrapCluster, if set, replaces each engaged cluster before the engine sees it,
-	// e.g. to share one REST mapper among workspaces (workspaces.SharedDiscovery).
+	// e.g. to share one REST mapper among workspaces (kcpwatch.SharedDiscovery).
 	WrapCluster func(ctrlcluster.Cluster) (ctrlcluster.Cluster, error)
 }
 

@@ -7,10 +7,12 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	"sigs.k8s.io/multicluster-runtime/providers/single"
 
 	"github.com/openmcp-project/kcp-serviceprovider/api/v1alpha1"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
 	"github.com/openmcp-project/kcp-serviceprovider/provider"
 )
 
@@ -34,13 +36,14 @@ type ModeOptions struct {
 	Tune func(*rest.Config)
 }
 
-// Mode is what platform-service mode puts into a manager: the cluster holding the
-// Service objects, as a multicluster provider, and how tenants get their access.
+// Mode is platform-service mode assembled, as workspaces.Mode is kcp mode: the cluster
+// holding the Service objects, as a multicluster provider, and how tenants get their
+// access, which Register hands the engine.
 type Mode[T provider.Object] struct {
 	// Provider yields the one cluster holding the Service objects.
 	Provider *single.Provider
-	// Cluster is that cluster; the caller adds it to the manager so that its cache
-	// runs.
+	// Cluster is that cluster, for a readiness check on its cache; Register adds it
+	// to the manager so that its cache runs.
 	Cluster ctrlcluster.Cluster
 	// Tenancy is the mode's engine.Tenancy.
 	Tenancy *Tenancy[T]
@@ -83,4 +86,18 @@ func NewMode[T provider.Object](cfg *rest.Config, opts ModeOptions) (*Mode[T], e
 		}
 	}
 	return m, nil
+}
+
+// Register registers platform-service mode's engine on mgr, whose provider is
+// m.Provider: the setup s with the mode's tenancy and, when declared, the workers'
+// grant on the platform cluster in place of a workload cluster.
+func (m *Mode[T]) Register(mgr mcmanager.Manager, opts engine.Options[T], s engine.Setup) (*engine.Engine[T], error) {
+	if err := mgr.GetLocalManager().Add(m.Cluster); err != nil {
+		return nil, err
+	}
+	opts.Tenancy = m.Tenancy
+	if m.Workload != nil {
+		opts.Workload = m.Workload
+	}
+	return engine.Register(mgr, opts, s)
 }

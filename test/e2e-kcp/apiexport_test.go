@@ -38,7 +38,7 @@ import (
 	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
 
 	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
-	"github.com/openmcp-project/kcp-serviceprovider/workspaces"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/kcpwatch"
 )
 
 func TestMain(m *testing.M) { harness.Main(m) }
@@ -47,7 +47,7 @@ func TestMain(m *testing.M) { harness.Main(m) }
 // binds it from two consumer workspaces, creates one Widget in each and runs
 // multicluster-runtime controllers on kcp's apiexport provider: one watching Widgets
 // the usual way (a source per engaged workspace), one through the runtime's
-// workspaces.SharedWatch (one handler on the wildcard informer). Each must see every
+// kcpwatch.SharedWatch (one handler on the wildcard informer). Each must see every
 // workspace under its logical cluster name and read each Widget through that
 // workspace's own client; then a third workspace binds after the controllers started
 // and a Widget changes, and both must follow.
@@ -157,18 +157,18 @@ type widgetRecorder struct {
 }
 
 // startWidgetRecorder starts a recorder; with shared, Widgets are watched through
-// workspaces.SharedWatch instead of a source per workspace. It stops before kcp.
+// kcpwatch.SharedWatch instead of a source per workspace. It stops before kcp.
 func startWidgetRecorder(ctx context.Context, t *testing.T, cfg *rest.Config, exportName string, shared bool) *widgetRecorder {
 	t.Helper()
 	scheme := harness.Scheme()
 	addWidgetToScheme(scheme)
 	var (
 		clusters multicluster.Provider
-		watch    *workspaces.SharedWatch
+		watch    *kcpwatch.SharedWatch
 		err      error
 	)
 	if shared {
-		watch = workspaces.NewSharedWatch(&Widget{}, func() client.ObjectList { return &WidgetList{} })
+		watch = kcpwatch.NewSharedWatch(&Widget{}, func() client.ObjectList { return &WidgetList{} })
 		clusters, err = watch.NewProvider(cfg, exportName, exportName, scheme)
 	} else {
 		clusters, err = apiexport.New(cfg, exportName, apiexport.Options{Scheme: scheme})

@@ -190,6 +190,13 @@ func sharedPlatform(t testing.TB, shards int) *harness.Platform {
 func startKCPEnvOn(ctx context.Context, t *testing.T, where envPlatform, opts builder.Options, declare ...func(*builder.Builder[*widget.Widget])) *kcpEnv {
 	t.Helper()
 	e := newKCPEnvOn(ctx, t, where)
+	e.start(ctx, t, opts, declare...)
+	return e
+}
+
+// start starts the runtime of a kcpEnv made by newKCPEnvOn, as startKCPEnvOn does.
+func (e *kcpEnv) start(ctx context.Context, t *testing.T, opts builder.Options, declare ...func(*builder.Builder[*widget.Widget])) {
+	t.Helper()
 	widgetCRD, _, err := widget.CRDs()
 	if err != nil {
 		t.Fatal(err)
@@ -225,7 +232,6 @@ func startKCPEnvOn(ctx context.Context, t *testing.T, where envPlatform, opts bu
 		}
 		return nil
 	})
-	return e
 }
 
 // newKCPEnvOn prepares a kcpEnv on the given platform, without a runtime: the

@@ -1,4 +1,4 @@
-package workspaces
+package kcpwatch
 
 import (
 	"fmt"
