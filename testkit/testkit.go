@@ -166,9 +166,7 @@ func Start(t *testing.T, opts Options) *Env {
 		ro.MetricsBindAddress = "0"
 	}
 	if opts.Provider.Conversion != nil && ro.Conversion == nil {
-		if ro.Conversion, err = e.conversionWebhook(ctx); err != nil {
-			t.Fatalf("testkit: %v", err)
-		}
+		ro.Conversion = e.conversionWebhook(ctx, t)
 	}
 	harness.Background(ctx, t, "the "+opts.Provider.Name+" runtime", func(ctx context.Context) error { return rt.Start(ctx, ro) })
 	harness.Eventually(ctx, t, 2*time.Minute, "kcp mode serving APIExport "+surface.ExportName, func(ctx context.Context) error {
@@ -181,30 +179,22 @@ func Start(t *testing.T, opts Options) *Env {
 // certificate in the provider's namespace on the platform cluster, the onboarding CRD
 // converting through it), for the runtime to serve on a free local port, which the
 // onboarding cluster and kcp reach as localhost.
-func (e *Env) conversionWebhook(ctx context.Context) (*builder.ConversionWebhook, error) {
-	ports, err := localenv.FreePorts(1)
-	if err != nil {
-		return nil, err
-	}
-	url := fmt.Sprintf("https://localhost:%d/convert", ports[0])
-	endpoint := conversion.Endpoint{URL: url, Secret: types.NamespacedName{Namespace: e.ProviderNamespace, Name: conversion.SecretName(e.opts.Provider.Name)}}
-	caBundle, err := conversion.EnsureCertificate(ctx, e.inspect.platform, endpoint)
-	if err != nil {
-		return nil, err
-	}
+func (e *Env) conversionWebhook(ctx context.Context, t *testing.T) *builder.ConversionWebhook {
+	t.Helper()
+	endpoint, bind, caBundle := harness.LocalConversionWebhook(ctx, t, e.inspect.platform, e.ProviderNamespace, e.opts.Provider.Name)
 	onboarding := e.platform.Onboarding.Client
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := onboarding.Get(ctx, client.ObjectKeyFromObject(e.surface.ServiceCRD), crd); err != nil {
 			return err
 		}
-		conversion.Configure(crd, url, caBundle)
+		conversion.Configure(crd, endpoint.URL, caBundle)
 		return onboarding.Update(ctx, crd)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pointing CRD %s at the conversion webhook: %w", e.surface.ServiceCRD.Name, err)
+		t.Fatalf("testkit: pointing CRD %s at the conversion webhook: %v", e.surface.ServiceCRD.Name, err)
 	}
-	return &builder.ConversionWebhook{Scheme: e.opts.Provider.Conversion, URL: url, BindAddress: fmt.Sprintf("127.0.0.1:%d", ports[0])}, nil
+	return &builder.ConversionWebhook{Scheme: e.opts.Provider.Conversion, URL: endpoint.URL, BindAddress: bind}
 }
 
 // createProviderConfig creates the ProviderConfig named after the provider, with

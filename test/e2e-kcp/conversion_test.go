@@ -25,7 +25,6 @@ import (
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
 	"github.com/openmcp-project/kcp-serviceprovider/command"
-	"github.com/openmcp-project/kcp-serviceprovider/internal/conversion"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/harness"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/localenv"
 	"github.com/openmcp-project/kcp-serviceprovider/test/widget"
@@ -113,18 +112,10 @@ func TestConversionWebhookServedByStart(t *testing.T) {
 	harness.LogToTest(t)
 	e := newKCPEnvOn(ctx, t, sharedPlatform1)
 
-	// What init does: the webhook's certificate, for the URL, in the provider's namespace.
-	ports, err := localenv.FreePorts(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := fmt.Sprintf("https://localhost:%d/convert", ports[0])
-	endpoint := conversion.Endpoint{URL: url, Secret: types.NamespacedName{Namespace: "default", Name: conversion.SecretName(e.name)}}
-	if _, err := conversion.EnsureCertificate(ctx, e.pf, endpoint); err != nil {
-		t.Fatal(err)
-	}
+	// What init does: the webhook's certificate, for its URL, in the provider's namespace.
+	endpoint, bind, _ := harness.LocalConversionWebhook(ctx, t, e.pf, "default", e.name)
 	e.start(ctx, t, builder.Options{Conversion: &builder.ConversionWebhook{
-		Scheme: widgetVersions(), URL: url, BindAddress: fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		Scheme: widgetVersions(), URL: endpoint.URL, BindAddress: bind,
 	}}, func(b *builder.Builder[*widget.Widget]) {
 		b.KCP(apiexport.FromCRD(e.name, widgetCRDTwoVersions(t)))
 	})
