@@ -4,7 +4,7 @@
 # registry) into the cache outside the repository, or finds them there, and prints as
 # its last line the folder holding them, for example:
 #   KSP_TEST_ASSETS=/root/.cache/kcp-serviceprovider/assets/3f2a...
-# An argument builds one part only: kcp, kube, operator or flux.
+# An argument builds one part only: kcp, kube, cluster, operator or flux.
 #
 # The recipe is Go code of the module, internal/testservers, so that a provider in its
 # own repository runs the same one: go run

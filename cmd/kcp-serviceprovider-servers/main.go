@@ -38,7 +38,7 @@ func run(parts []string) error {
 	}
 	for _, p := range parts {
 		if p == "-h" || p == "--help" {
-			fmt.Fprintln(os.Stderr, "usage: kcp-serviceprovider-servers [all|kcp|kube|operator|flux]")
+			fmt.Fprintln(os.Stderr, "usage: kcp-serviceprovider-servers [all|kcp|kube|cluster|operator|flux]")
 			return nil
 		}
 	}

@@ -267,6 +267,9 @@ func (o *localOptions) serve(ctx context.Context, out io.Writer, repo, state str
 
 	l := &localRun{opts: o, out: out, repo: repo, state: state, assets: assets, env: env, log: logger,
 		p: &progress{out: out, total: 5}}
+	if o.provider.Local != nil && len(o.provider.Local.Charts) > 0 {
+		l.p.total++ // the charts' push
+	}
 	if err := l.start(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // interrupted while starting

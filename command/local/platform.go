@@ -48,7 +48,7 @@ type localRun struct {
 func (l *localRun) start(ctx context.Context) error {
 	localNamespace, localProviderWorkspace := l.opts.namespace(), l.opts.providerWorkspace()
 	// kcp takes about 30 s; the API servers start meanwhile.
-	done := l.p.step("kcp, kube-apiservers for the platform, onboarding, workload and MCP clusters, the openmcp-operator's scheduler and access-request controller, the local cluster provider granting access, and the kcp workspace " + localProviderWorkspace + " with the runtime's identity")
+	done := l.p.step("kcp, clusters for the platform, onboarding, workload and MCP (kube-apiserver and kube-controller-manager each; simulated nodes on the workload and MCP clusters), the openmcp-operator's scheduler and access-request controller, the local cluster provider granting access, and the kcp workspace " + localProviderWorkspace + " with the runtime's identity")
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -68,7 +68,7 @@ func (l *localRun) start(ctx context.Context) error {
 		ControlPlanes: []types.NamespacedName{{Namespace: localControlPlaneNamespace, Name: localControlPlaneName}},
 		// The operator's deployment controller renders the provider's Job and
 		// Deployment (platformTeam); the kubelet stand-in runs them as this binary.
-		Deployments: &localenv.KubeletOptions{Namespace: l.opts.namespace(), Images: map[string]string{l.image(): self}},
+		Deployments: &localenv.KubeletOptions{Images: map[string]string{l.image(): self}},
 		KCP:         true,
 		KCPShards:   l.opts.kcpShards,
 		Flux:        fluxOptions(l.opts.provider.Local.Charts),

@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -175,10 +176,14 @@ func writeRelease(ctx context.Context, platform client.Client, ns string, pc *v1
 		// Helm keeps its release records beside the release, on the target: the
 		// platform namespace does not exist there.
 		hr.Spec.StorageNamespace = r.namespace
-		// The release is done when Helm applied it: this example's controller is a
-		// placeholder whose pods no test cluster runs.
-		hr.Spec.Install = &helmv2.Install{CreateNamespace: true, DisableWait: true}
-		hr.Spec.Upgrade = &helmv2.Upgrade{DisableWait: true}
+		// Helm waits for what it installed to be ready (its Deployments available), as
+		// a real provider's release does.
+		hr.Spec.Install = &helmv2.Install{CreateNamespace: true}
+		// The uninstall orphans what the chart's objects own (the Deployment's
+		// ReplicaSets and pods): Delete removes the namespaces the releases went
+		// into, and the namespace controller removes those with them, so the uninstall
+		// waits for no cascade it cannot see.
+		hr.Spec.Uninstall = &helmv2.Uninstall{DeletionPropagation: ptr.To("orphan")}
 		hr.Spec.Values = &apiextensionsv1.JSON{Raw: values}
 		return nil
 	})
@@ -266,13 +271,46 @@ func (Provider) Delete(ctx context.Context, g *v1alpha1.Greeter) (provider.Resul
 	if err := platform.Delete(ctx, repo); err != nil && !apierrors.IsNotFound(err) {
 		return provider.Result{}, fmt.Errorf("deleting OCIRepository %s: %w", SourceName, err)
 	}
-	if d.Workload == cluster.Reachable {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cluster.IdentityFromCtx(ctx).TenantNamespace(), Name: WorkerSecretName}}
-		if err := cluster.WorkloadFromCtx(ctx).Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
-			return provider.Result{}, fmt.Errorf("deleting the worker's kubeconfig on the workload cluster: %w", err)
+	// The namespaces the releases went into, with what the uninstall orphaned and, on
+	// the workload cluster, the worker's kubeconfig.
+	targets := []struct {
+		reach   cluster.Reach
+		c       func(context.Context) client.Client
+		ns, its string
+	}{
+		{d.EndUser, cluster.MCPFromCtx, TargetNamespace, "end-user"},
+		{d.Workload, cluster.WorkloadFromCtx, ns, "workload"},
+	}
+	for _, t := range targets {
+		if t.reach != cluster.Reachable {
+			continue
+		}
+		gone, err := deleteNamespace(ctx, t.c(ctx), t.ns)
+		if err != nil {
+			return provider.Result{}, fmt.Errorf("deleting namespace %s on the %s cluster: %w", t.ns, t.its, err)
+		}
+		if !gone {
+			return provider.Pending(fmt.Sprintf("waiting for namespace %s on the %s cluster to be deleted", t.ns, t.its), 2*time.Second), nil
 		}
 	}
 	return provider.Done(), nil
+}
+
+// deleteNamespace deletes a namespace and says whether it is gone: the namespace
+// controller deletes what it holds first.
+func deleteNamespace(ctx context.Context, c client.Client, name string) (bool, error) {
+	n := &corev1.Namespace{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, n); apierrors.IsNotFound(err) {
+		return true, nil
+	} else if err != nil {
+		return false, err
+	}
+	if n.DeletionTimestamp.IsZero() {
+		if err := c.Delete(ctx, n); err != nil && !apierrors.IsNotFound(err) {
+			return false, err
+		}
+	}
+	return false, nil
 }
 
 // uninstalling describes a release being uninstalled: its name, and Flux's Ready

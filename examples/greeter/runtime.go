@@ -27,11 +27,15 @@ var PlatformPermissions = []rbacv1.PolicyRule{
 // installRules are what Helm does on a cluster the chart is installed on, through
 // Flux with the kubeconfig the runtime hands the provider: the target namespace, the
 // chart's objects, and Helm's release records (Secrets). Helm applies server-side,
-// hence patch, the target namespace included.
+// hence patch, the target namespace included; the provider deletes the namespace
+// after the uninstall (Delete). Helm's wait judges a Deployment by its ReplicaSets and
+// pods too, which it lists and watches: without them it waits until its timeout.
 var installRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "patch"}},
+	{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 	{APIGroups: []string{""}, Resources: []string{"configmaps", "secrets"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 	{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+	{APIGroups: []string{"apps"}, Resources: []string{"replicasets"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 }
 
 // mcpPermissions: the chart's API is a CRD on the end-user cluster.

@@ -1,6 +1,7 @@
 package localenv
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -46,6 +47,11 @@ type APIServer struct {
 	thread   *pinnedThread
 	stopOnce sync.Once
 	stopErr  error
+	// kubeconfigFile is Kubeconfig's file, for the cluster's own programs.
+	kubeconfigFile string
+
+	mu        sync.Mutex
+	scheduler bool // kube-scheduler runs (StartScheduler)
 }
 
 // Kubeconfig returns a kubeconfig with the server's CA and admin client certificate
@@ -64,9 +70,11 @@ func (s *APIServer) Stop() error {
 	return nil
 }
 
-// StartAPIServer starts etcd and kube-apiserver for the cluster called name, installs
-// crds and returns once they are served. Its files go into <dir>/<name>, its output
-// into logs/<name>.log.
+// StartAPIServer starts etcd and kube-apiserver for the cluster called name with the
+// real kube-controller-manager beside them (startControllerManager), installs crds and
+// returns once they are served. Its files go into <dir>/<name>, its output into
+// logs/<name>.log. Pods need a node besides: StartSimulatedNodes, or StartKubelet on the
+// platform cluster.
 func (e *Env) StartAPIServer(name string, crds []*apiextensionsv1.CustomResourceDefinition) (*APIServer, error) {
 	etcd, apiServer, err := e.envtestBinaries()
 	if err != nil {
@@ -116,6 +124,14 @@ func (e *Env) StartAPIServer(name string, crds []*apiextensionsv1.CustomResource
 	// Callers create objects in bursts; client-go's default of 5 QPS would make them
 	// wait on the client instead of the server.
 	s.Config.QPS, s.Config.Burst = 100, 200
+	if s.kubeconfigFile, err = e.WriteFile(filepath.Join(name, "admin.kubeconfig"), s.Kubeconfig()); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := e.startControllerManager(ctx, s); err != nil {
+		return nil, fmt.Errorf("the %s cluster's kube-controller-manager: %w", name, err)
+	}
 	return s, nil
 }
 

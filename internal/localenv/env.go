@@ -24,7 +24,7 @@ import (
 const AssetsEnv = "KSP_TEST_ASSETS"
 
 // requiredBinaries are what an Env starts or hands to the user.
-var requiredBinaries = []string{"kcp", "kube-apiserver", "etcd", "kubectl"}
+var requiredBinaries = []string{"kcp", "kube-apiserver", "etcd", "kubectl", ControllerManagerBinary, SchedulerBinary, KWOKBinary}
 
 // Env owns every process it started and the folder they write into.
 type Env struct {

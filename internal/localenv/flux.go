@@ -37,6 +37,14 @@ type FluxOptions struct {
 	Namespace string
 	// LogLevel is the controllers' --log-level (debug, info, error). Default info.
 	LogLevel string
+	// CABundle holds PEM certificates the controllers trust besides the system's, as
+	// a platform adds its own CA to their image: the local registry's CA
+	// (Registry.CA), so that sources pull from it over TLS without spec.insecure or
+	// spec.certSecretRef.
+	CABundle []byte
+	// PlainHTTPRegistry has StartPlatform run the registry without TLS
+	// (RegistryOptions.PlainHTTP).
+	PlainHTTPRegistry bool
 }
 
 // Flux is Flux's source-controller and helm-controller running against one cluster,
@@ -102,6 +110,14 @@ func (e *Env) StartFlux(ctx context.Context, cluster *APIServer, opts FluxOption
 	}
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
 	env := []string{"KUBECONFIG=" + kubeconfig, "RUNTIME_NAMESPACE=" + opts.Namespace}
+	if len(opts.CABundle) > 0 {
+		bundle, err := e.caBundle(opts.CABundle)
+		if err != nil {
+			return nil, err
+		}
+		// Go's TLS reads its roots from SSL_CERT_FILE where set.
+		env = append(env, "SSL_CERT_FILE="+bundle)
+	}
 	common := []string{
 		"--enable-leader-election=false",
 		"--watch-all-namespaces=true",
@@ -185,4 +201,21 @@ func crdEstablished(crd *apiextensionsv1.CustomResourceDefinition) bool {
 		}
 	}
 	return false
+}
+
+// systemRoots are where Debian, Fedora and Alpine keep the system's CA bundle.
+var systemRoots = []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"}
+
+// caBundle writes the system's CA bundle followed by extra into flux/ca-bundle.crt:
+// SSL_CERT_FILE replaces the system's roots, it does not add to them.
+func (e *Env) caBundle(extra []byte) (string, error) {
+	var bundle []byte
+	for _, f := range systemRoots {
+		if data, err := os.ReadFile(f); err == nil {
+			bundle = data
+			break
+		}
+	}
+	bundle = append(append(bundle, '\n'), extra...)
+	return e.WriteFile(filepath.Join("flux", "ca-bundle.crt"), bundle)
 }

@@ -18,7 +18,9 @@ import (
 // TestFluxHelmRelease has the real Flux on the platform cluster install a chart,
 // pushed with the real helm CLI to the local OCI registry, into the workload cluster
 // named by a kubeconfig Secret: an OCIRepository and a HelmRelease, as a service
-// provider would create them.
+// provider would create them. The registry serves TLS with the local platform's CA,
+// which the source-controller trusts as a platform's own: the OCIRepository needs no
+// spec.insecure; a second registry serves plain HTTP for one that sets it.
 func TestFluxHelmRelease(t *testing.T) {
 	if os.Getenv(AssetsEnv) == "" {
 		t.Skipf("%s is not set (run hack/test-binaries.sh)", AssetsEnv)
@@ -68,7 +70,6 @@ func TestFluxHelmRelease(t *testing.T) {
 		fluxObject("source.toolkit.fluxcd.io/v1", "OCIRepository", ns, "hello", map[string]any{
 			"url":      chartURL,
 			"ref":      map[string]any{"tag": version},
-			"insecure": true,
 			"interval": "1m",
 			"layerSelector": map[string]any{
 				"mediaType": "application/vnd.cncf.helm.chart.content.v1.tar+gzip",
@@ -126,6 +127,27 @@ func TestFluxHelmRelease(t *testing.T) {
 	}
 	if cm.Labels["app.kubernetes.io/managed-by"] != "Helm" {
 		t.Errorf("ConfigMap labels %v, want Helm's", cm.Labels)
+	}
+
+	// The OCIRepository above pulled over TLS with no setting of its own; a registry
+	// without TLS is still there for a source with spec.insecure.
+	plain, err := env.StartRegistry(ctx, RegistryOptions{PlainHTTP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainURL, err := plain.PushChart(ctx, "testdata/hello-chart", "charts", version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, fluxObject("source.toolkit.fluxcd.io/v1", "OCIRepository", ns, "hello-http", map[string]any{
+		"url": plainURL, "ref": map[string]any{"tag": version}, "insecure": true, "interval": "1m",
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if err := Poll(ctx, time.Minute, "OCIRepository over plain HTTP Ready", func(ctx context.Context) error {
+		return fluxReady(ctx, c, "OCIRepository", ns, "hello-http")
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
 

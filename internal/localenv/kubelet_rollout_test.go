@@ -21,49 +21,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// TestRolloutBudget resolves maxSurge and maxUnavailable as the deployment
-// controller's ResolveFenceposts does.
-func TestRolloutBudget(t *testing.T) {
-	pct, num := intstr.FromString, intstr.FromInt32
-	rolling := func(surge, unavailable *intstr.IntOrString) appsv1.DeploymentStrategy {
-		return appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: surge, MaxUnavailable: unavailable}}
-	}
-	for _, tc := range []struct {
-		name                   string
-		replicas               int32
-		strategy               appsv1.DeploymentStrategy
-		wantSurge, wantUnavail int
-	}{
-		{"unset, one replica: surge rounds up, unavailable down", 1, appsv1.DeploymentStrategy{}, 1, 0},
-		{"RollingUpdate without parameters, four replicas", 4, appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType}, 1, 1},
-		{"25 % of ten", 10, rolling(ptr.To(pct("25%")), ptr.To(pct("25%"))), 3, 2},
-		{"both zero: one may be unavailable", 3, rolling(ptr.To(num(0)), ptr.To(pct("0%"))), 0, 1},
-		{"numbers", 3, rolling(ptr.To(num(2)), ptr.To(num(1))), 2, 1},
-		{"percent of three", 3, rolling(ptr.To(pct("50%")), ptr.To(pct("50%"))), 2, 1},
-		{"no replicas", 0, appsv1.DeploymentStrategy{}, 0, 1},
-		{"Recreate", 3, appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}, 0, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			d := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Replicas: ptr.To(tc.replicas), Strategy: tc.strategy}}
-			surge, unavailable, err := rolloutBudget(d)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if surge != tc.wantSurge || unavailable != tc.wantUnavail {
-				t.Errorf("surge %d, unavailable %d; want %d, %d", surge, unavailable, tc.wantSurge, tc.wantUnavail)
-			}
-		})
-	}
-	if _, _, err := rolloutBudget(&appsv1.Deployment{Spec: appsv1.DeploymentSpec{Strategy: appsv1.DeploymentStrategy{Type: "BlueGreen"}}}); err == nil {
-		t.Error("an unknown strategy type was accepted")
-	}
-}
-
 // TestKubeletDeploymentStrategy changes the pod template of running Deployments on a
-// real kube-apiserver and watches how the kubelet stand-in replaces their pods: a
-// RollingUpdate (the API's default, as the openmcp-operator's Deployments get it)
-// starts the new pod first and stops the old one only once the new one is ready, within
-// maxSurge and maxUnavailable; Recreate never runs both.
+// real kube-apiserver with kube-controller-manager and watches the real deployment
+// controller replace the pods the kubelet stand-in runs as processes: a RollingUpdate
+// (the API's default, as the openmcp-operator's Deployments get it) starts the new pod
+// first and stops the old one only once the new one is ready, within maxSurge and
+// maxUnavailable; Recreate never runs both, which needs the stand-in to stop a deleted
+// pod's process before it removes the pod.
 func TestKubeletDeploymentStrategy(t *testing.T) {
 	env := newTestEnv(t, "kubelet-rollout")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -93,7 +57,7 @@ func TestKubeletDeploymentStrategy(t *testing.T) {
 	if err := os.WriteFile(serve, []byte("#!/bin/sh\nprintf '%s\\n' \"$GREETING\" > \""+out+"/$POD_NAME.out\"\nexec sleep 600\n"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	k, err := env.StartKubelet(ctx, platform, KubeletOptions{Namespace: ns, Images: map[string]string{"serve:1": serve}})
+	k, err := env.StartKubelet(ctx, platform, KubeletOptions{Images: map[string]string{"serve:1": serve}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +72,7 @@ func TestKubeletDeploymentStrategy(t *testing.T) {
 				Template: corev1.PodTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: labels},
 					Spec: corev1.PodSpec{
-						// No token: the bare kube-apiserver has no default ServiceAccount.
+						// No token: the process needs none.
 						AutomountServiceAccountToken: ptr.To(false),
 						Containers: []corev1.Container{{Name: "c", Image: "serve:1", Env: []corev1.EnvVar{
 							{Name: "GREETING", Value: "first"},

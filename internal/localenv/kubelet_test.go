@@ -58,8 +58,8 @@ func TestKubelet(t *testing.T) {
 	}
 	t.Setenv("SECRET_OF_THE_STARTER", "leaked")
 	k, err := env.StartKubelet(ctx, platform, KubeletOptions{
-		Namespace: ns, JobBackoff: 100 * time.Millisecond, RestartBackoff: 100 * time.Millisecond,
-		Images: map[string]string{"ok:1": script("ok", "exit 0"), "fail:1": script("fail", "exit 3"), "serve:1": script("serve", "exec sleep 600")},
+		RestartBackoff: 100 * time.Millisecond,
+		Images:         map[string]string{"ok:1": script("ok", "exit 0"), "fail:1": script("fail", "exit 3"), "serve:1": script("serve", "exec sleep 600")},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -147,11 +147,12 @@ func TestKubelet(t *testing.T) {
 	})
 
 	t.Run("a Job that fails up to its backoff limit", func(t *testing.T) {
-		if err := c.Create(ctx, job("broken", "fail:1", 2)); err != nil {
+		// The job controller waits 10 s before the second pod.
+		if err := c.Create(ctx, job("broken", "fail:1", 1)); err != nil {
 			t.Fatal(err)
 		}
 		j := waitJob("broken", batchv1.JobFailed)
-		if j.Status.Failed != 3 || j.Status.Succeeded != 0 || j.Status.CompletionTime != nil {
+		if j.Status.Failed != 2 || j.Status.Succeeded != 0 || j.Status.CompletionTime != nil {
 			t.Errorf("status %+v", j.Status)
 		}
 		var reasons []string

@@ -80,9 +80,10 @@ type PlatformOptions struct {
 	// Deployment, and starts the kubelet stand-in (StartKubelet) that runs them. Not
 	// with StandInScheduler.
 	Deployments *KubeletOptions
-	// Flux, when set, starts an OCI registry (StartRegistry) and Flux's
-	// source-controller and helm-controller on the platform cluster (StartFlux), for
-	// HelmReleases of charts pushed there (Registry.PushChart).
+	// Flux, when set, starts an OCI registry (StartRegistry, TLS with a CA Flux
+	// trusts unless PlainHTTPRegistry) and Flux's source-controller and
+	// helm-controller on the platform cluster (StartFlux), for HelmReleases of charts
+	// pushed there (Registry.PushChart).
 	Flux *FluxOptions
 }
 
@@ -249,15 +250,20 @@ func (e *Env) StartPlatform(ctx context.Context, opts PlatformOptions) (*Platfor
 	if startErr != nil {
 		return nil, startErr
 	}
+	if err := e.simulateNodes(ctx, p); err != nil {
+		return nil, err
+	}
 	if err := e.startLocalPlatform(ctx, p, opts); err != nil {
 		return nil, err
 	}
 	if opts.Flux != nil {
 		var err error
-		if p.Registry, err = e.StartRegistry(ctx); err != nil {
+		if p.Registry, err = e.StartRegistry(ctx, RegistryOptions{PlainHTTP: opts.Flux.PlainHTTPRegistry}); err != nil {
 			return nil, err
 		}
-		if p.Flux, err = e.StartFlux(ctx, p.Platform, *opts.Flux); err != nil {
+		fo := *opts.Flux
+		fo.CABundle = append(slices.Clone(fo.CABundle), p.Registry.CA...)
+		if p.Flux, err = e.StartFlux(ctx, p.Platform, fo); err != nil {
 			return nil, err
 		}
 	}
@@ -268,6 +274,25 @@ func (e *Env) StartPlatform(ctx context.Context, opts PlatformOptions) (*Platfor
 		}
 	}
 	return p, nil
+}
+
+// simulateNodes gives the workload and MCP clusters a simulated node each
+// (StartSimulatedNodes), at the same time: what a provider installs there runs as far
+// as the API tells, as Helm's wait and Deployment rollouts need. The platform cluster's
+// node is the kubelet stand-in's (PlatformOptions.Deployments); the onboarding cluster
+// runs no pods.
+func (e *Env) simulateNodes(ctx context.Context, p *Platform) error {
+	servers := slices.Clone(p.MCPs)
+	if p.Workload != nil {
+		servers = append(servers, p.Workload)
+	}
+	errs := make([]error, len(servers))
+	var wg sync.WaitGroup
+	for i, s := range servers {
+		wg.Go(func() { _, errs[i] = e.StartSimulatedNodes(ctx, s, 1) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // startLocalPlatform adds the targets, registers the ControlPlanes and runs the local

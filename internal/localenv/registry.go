@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,27 +21,45 @@ const (
 	HelmBinary     = "helm"
 )
 
-// Registry is a running OCI registry (CNCF distribution) serving plain HTTP on
-// loopback, with its blobs under <dir>/registry/storage.
+// Registry is a running OCI registry (CNCF distribution) on loopback, with its blobs
+// under <dir>/registry/storage. It serves TLS with a certificate of a CA the Env
+// makes (CA), as a registry of a real platform serves one of a CA its clients trust;
+// with RegistryOptions.PlainHTTP it speaks plain HTTP instead.
 type Registry struct {
 	*Process
 	// Host is its address, "127.0.0.1:<port>": what oci:// references name.
 	Host string
 	// ConfigFile is the configuration it was started with.
 	ConfigFile string
+	// CA is the PEM certificate of the CA that signed its serving certificate, and
+	// CAFile the file holding it; both empty with PlainHTTP. Flux's source-controller
+	// trusts it (FluxOptions.CABundle), so an OCIRepository needs neither spec.insecure
+	// nor spec.certSecretRef.
+	CA     []byte
+	CAFile string
 
 	env *Env
+}
+
+// RegistryOptions configure StartRegistry.
+type RegistryOptions struct {
+	// PlainHTTP serves plain HTTP instead of TLS: what an OCIRepository with
+	// spec.insecure pulls from.
+	PlainHTTP bool
 }
 
 // StartRegistry runs the OCI registry built by hack/test-binaries.sh and returns once
 // it answers the distribution API (GET /v2/). Nothing authenticates: anyone on this
 // machine may push and pull.
-func (e *Env) StartRegistry(ctx context.Context) (*Registry, error) {
+func (e *Env) StartRegistry(ctx context.Context, opts RegistryOptions) (*Registry, error) {
 	bin, err := e.assetBinary(RegistryBinary)
 	if err != nil {
 		return nil, err
 	}
-	const name = "registry"
+	name := "registry"
+	if opts.PlainHTTP {
+		name = "registry-http"
+	}
 	storage := filepath.Join(e.Dir, name, "storage")
 	if err := os.MkdirAll(storage, 0o700); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", storage, err)
@@ -52,6 +69,25 @@ func (e *Env) StartRegistry(ctx context.Context) (*Registry, error) {
 		return nil, err
 	}
 	host := "127.0.0.1:" + strconv.Itoa(ports[0])
+	r := &Registry{Host: host, env: e}
+	listen := map[string]any{"addr": host}
+	scheme := "http"
+	if !opts.PlainHTTP {
+		pki := filepath.Join(e.Dir, name, "pki")
+		if err := os.MkdirAll(pki, 0o700); err != nil {
+			return nil, fmt.Errorf("creating %s: %w", pki, err)
+		}
+		ca, err := newAuthority(pki, "ca", "local-platform-registry-ca")
+		if err != nil {
+			return nil, err
+		}
+		serving, err := ca.serve(pki, "registry")
+		if err != nil {
+			return nil, err
+		}
+		r.CA, r.CAFile, scheme = ca.PEM(), ca.File, "https"
+		listen["tls"] = map[string]any{"certificate": serving.CertFile, "key": serving.KeyFile}
+	}
 	cfg, err := yaml.Marshal(map[string]any{
 		"version": "0.1",
 		"log":     map[string]any{"level": "info", "formatter": "text"},
@@ -59,25 +95,23 @@ func (e *Env) StartRegistry(ctx context.Context) (*Registry, error) {
 			"filesystem": map[string]any{"rootdirectory": storage},
 			"delete":     map[string]any{"enabled": true},
 		},
-		"http": map[string]any{"addr": host},
+		"http": listen,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rendering the registry's configuration: %w", err)
 	}
-	cfgFile, err := e.WriteFile(filepath.Join(name, "config.yml"), cfg)
-	if err != nil {
+	if r.ConfigFile, err = e.WriteFile(filepath.Join(name, "config.yml"), cfg); err != nil {
 		return nil, err
 	}
 	// Without an exporter setting, distribution v3 sends traces to an OTLP collector
 	// on localhost and logs every failure to reach it.
-	p, err := e.StartProcess(name, bin, []string{"serve", cfgFile}, []string{"OTEL_TRACES_EXPORTER=none"}, 10*time.Second)
-	if err != nil {
+	if r.Process, err = e.StartProcess(name, bin, []string{"serve", r.ConfigFile}, []string{"OTEL_TRACES_EXPORTER=none"}, 10*time.Second); err != nil {
 		return nil, err
 	}
-	if err := waitHTTPOK(ctx, p, "http://"+host+"/v2/", time.Minute); err != nil {
+	if err := waitHTTPOK(ctx, r.Process, scheme+"://"+host+"/v2/", time.Minute); err != nil {
 		return nil, err
 	}
-	return &Registry{Process: p, Host: host, ConfigFile: cfgFile, env: e}, nil
+	return r, nil
 }
 
 // PushChart packages the Helm chart in chartDir (Chart.yaml and templates) at version
@@ -139,7 +173,11 @@ func (r *Registry) PushChart(ctx context.Context, chartDir, repo, version string
 		return "", fmt.Errorf("helm package wrote no %s: %w", filepath.Base(pkg), err)
 	}
 	base := "oci://" + r.Host + "/" + strings.Trim(repo, "/")
-	if err := run("push", pkg, base, "--plain-http"); err != nil {
+	tls := []string{"--plain-http"}
+	if r.CAFile != "" {
+		tls = []string{"--ca-file", r.CAFile}
+	}
+	if err := run(append([]string{"push", pkg, base}, tls...)...); err != nil {
 		return "", err
 	}
 	return base + "/" + chart, nil
@@ -175,13 +213,12 @@ func (e *Env) assetBinary(name string) (string, error) {
 // waitHTTPOK waits until url answers 200, and fails at once, with the tail of its
 // log, when p ends meanwhile.
 func waitHTTPOK(ctx context.Context, p *Process, url string, timeout time.Duration) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, PollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		if p.Exited() {
 			return false, fmt.Errorf("%s ended (%w):\n%s", p.Name, p.Ended(), LogTail(p.Log, 20))
 		}
-		last = getOK(ctx, hc, url)
+		last = getOK(ctx, probeClient, url)
 		return last == nil, nil
 	})
 	if err != nil {

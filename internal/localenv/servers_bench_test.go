@@ -35,8 +35,17 @@ func BenchmarkServerCPU(b *testing.B) {
 		name  string
 		start func(*Env) error
 	}{
+		// Since 2026-12-07 with kube-controller-manager (StartAPIServer starts it).
 		{"kube-apiserver", func(e *Env) error {
 			_, err := e.StartAPIServer("platform", crds)
+			return err
+		}},
+		// A workload or MCP cluster: besides, kube-scheduler and KWOK with one node.
+		{"kube-apiserver+node", func(e *Env) error {
+			s, err := e.StartAPIServer("workload", nil)
+			if err == nil {
+				_, err = e.StartSimulatedNodes(context.Background(), s, 1)
+			}
 			return err
 		}},
 		{"kcp", func(e *Env) error {

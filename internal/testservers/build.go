@@ -36,7 +36,7 @@ type builder struct {
 // module's binaries in one go build, which compiles their shared packages once.
 func (b *builder) build(ctx context.Context, missing []string, all bool) error {
 	steps := map[string]func(context.Context) error{
-		PartKCP: b.kcp, PartKube: b.kube, PartOperator: b.operator, PartFlux: b.flux,
+		PartKCP: b.kcp, PartKube: b.kube, PartCluster: b.cluster, PartOperator: b.operator, PartFlux: b.flux,
 	}
 	if !all {
 		for _, p := range missing {
@@ -49,9 +49,11 @@ func (b *builder) build(ctx context.Context, missing []string, all bool) error {
 	if err := b.timed("module downloads", func() error { return b.downloadAll(ctx) }); err != nil {
 		return err
 	}
+	// kube-controller-manager and kube-scheduler follow kcp in its lane: by then the
+	// other lane has compiled kube-apiserver's packages, which they share.
 	var kcpLane, rest []string
 	for _, p := range missing {
-		if p == PartKCP {
+		if p == PartKCP || p == PartCluster {
 			kcpLane = append(kcpLane, p)
 		} else {
 			rest = append(rest, p)
@@ -143,10 +145,9 @@ func (b *builder) output(ctx context.Context, dir string, args ...string) (strin
 }
 
 func (b *builder) downloadAll(ctx context.Context) error {
-	names := []string{"kcp", "kube", "operator", "flux-source", "flux-helm", "registry"}
-	errs := make([]error, len(names))
+	errs := make([]error, len(toolModules))
 	var wg sync.WaitGroup
-	for i, name := range names {
+	for i, name := range toolModules {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -338,6 +339,52 @@ func (b *builder) kube(ctx context.Context) error {
 		return err
 	}
 	return replaceDir(tmp, b.f.kube)
+}
+
+// cluster builds kube-controller-manager and kube-scheduler of kube-apiserver's
+// release, and KWOK's controller (its own module: it pins its own client libraries),
+// and copies KWOK's stages for nodes (ready at once, heartbeats through Leases) and
+// pods (running and ready at once, completed, deleted) from its module: the kwok
+// binary embeds none.
+func (b *builder) cluster(ctx context.Context) error {
+	b.opts.Log(fmt.Sprintf("building kube-controller-manager and kube-scheduler %s and KWOK v0.8.0 into %s; usually 3 to 8 min on two cores", kubeVersion, b.f.cluster))
+	tmp := b.f.cluster + ".tmp"
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	stages := filepath.Join(tmp, "kwok-stages")
+	if err := os.MkdirAll(stages, 0o755); err != nil {
+		return err
+	}
+	dir, err := b.module("cluster")
+	if err != nil {
+		return err
+	}
+	if err := b.run(ctx, dir, "build", "-trimpath", "-ldflags", "-s -w "+versionFlags(kubeVersion, "36", kubeVersion), "-o", tmp+"/",
+		"k8s.io/kubernetes/cmd/kube-controller-manager", "k8s.io/kubernetes/cmd/kube-scheduler"); err != nil {
+		return err
+	}
+	if dir, err = b.module("kwok"); err != nil {
+		return err
+	}
+	if err := b.run(ctx, dir, "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(tmp, "kwok"), "sigs.k8s.io/kwok/cmd/kwok"); err != nil {
+		return err
+	}
+	src, err := b.output(ctx, dir, "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok")
+	if err != nil {
+		return err
+	}
+	for _, file := range []string{"node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+		"pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml"} {
+		data, err := os.ReadFile(filepath.Join(src, "kustomize", "stage", file))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(stages, filepath.Base(file)), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return replaceDir(tmp, b.f.cluster)
 }
 
 func (b *builder) operator(ctx context.Context) error {

@@ -30,6 +30,10 @@ const (
 	PartKube     = "kube"     // kube-apiserver, kubectl and etcd
 	PartOperator = "operator" // the openmcp-operator
 	PartFlux     = "flux"     // Flux's controllers and CRDs, helm and the registry
+	// PartCluster is what makes an API server a cluster: kube-controller-manager and
+	// kube-scheduler of kube-apiserver's release, and KWOK's controller with its
+	// stages for simulated nodes.
+	PartCluster = "cluster"
 )
 
 // Options say where the cache is and where progress goes.
@@ -44,10 +48,14 @@ type Options struct {
 	Output io.Writer
 }
 
+// toolModules are the tools modules under modules/, each pinning what one build
+// compiles.
+var toolModules = []string{"kcp", "kube", "cluster", "kwok", "operator", "flux-source", "flux-helm", "registry"}
+
 // folders are the cache's folders for one set of pins.
 type folders struct {
-	cache, kcp, kcpSharding, kube, operator, flux, assets string
-	keys                                                  map[string]string
+	cache, kcp, kcpSharding, kube, cluster, operator, flux, assets string
+	keys                                                           map[string]string
 }
 
 // binaries are what each part puts into its folder.
@@ -56,6 +64,7 @@ var binaries = map[string][]string{
 	PartKube:     {"kube-apiserver", "etcd", "kubectl"},
 	PartOperator: {"openmcp-operator"},
 	PartFlux:     {"source-controller", "helm-controller", "helm", "registry"},
+	PartCluster:  {"kube-controller-manager", "kube-scheduler", "kwok"},
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -110,7 +119,7 @@ func key(name string) (string, error) {
 
 func (o Options) folders() (folders, error) {
 	f := folders{cache: o.CacheDir, keys: map[string]string{}}
-	for _, m := range []string{"kcp", "kube", "operator", "flux-source", "flux-helm", "registry"} {
+	for _, m := range toolModules {
 		k, err := key(m)
 		if err != nil {
 			return f, fmt.Errorf("the pins of %s: %w", m, err)
@@ -124,9 +133,11 @@ func (o Options) folders() (folders, error) {
 	// them did not rebuild kcp.
 	f.kcpSharding = filepath.Join(o.CacheDir, "kcp-sharding-"+f.keys["kcp"])
 	f.kube = filepath.Join(o.CacheDir, "kube-"+f.keys["kube"])
+	clusterKey := sha256.Sum256([]byte(f.keys["cluster"] + "\n" + f.keys["kwok"] + "\n"))
+	f.cluster = filepath.Join(o.CacheDir, "cluster-"+hex.EncodeToString(clusterKey[:])[:16])
 	f.operator = filepath.Join(o.CacheDir, "operator-"+f.keys["operator"])
 	f.flux = filepath.Join(o.CacheDir, "flux-"+flux)
-	f.assets = filepath.Join(o.CacheDir, "assets", strings.Join([]string{f.keys["kcp"], f.keys["kube"], f.keys["operator"], flux}, "-"))
+	f.assets = filepath.Join(o.CacheDir, "assets", strings.Join([]string{f.keys["kcp"], f.keys["kube"], f.keys["operator"], flux, filepath.Base(f.cluster)[len("cluster-"):]}, "-"))
 	return f, nil
 }
 
@@ -140,6 +151,8 @@ func (f folders) where(part, bin string) string {
 		return f.kcpSharding
 	case PartKube:
 		return f.kube
+	case PartCluster:
+		return f.cluster
 	case PartOperator:
 		return f.operator
 	default:
@@ -204,12 +217,12 @@ func Ensure(ctx context.Context, opts Options, parts ...string) (string, error) 
 	}
 	for _, p := range parts {
 		if _, ok := binaries[p]; !ok {
-			return "", fmt.Errorf("no part %q (kcp, kube, operator or flux)", p)
+			return "", fmt.Errorf("no part %q (kcp, kube, cluster, operator or flux)", p)
 		}
 	}
 	all := len(parts) == 0
 	if all {
-		parts = []string{PartKCP, PartKube, PartOperator, PartFlux}
+		parts = []string{PartKCP, PartKube, PartCluster, PartOperator, PartFlux}
 	}
 	var missing []string
 	for _, p := range parts {
@@ -268,7 +281,7 @@ func lock(ctx context.Context, file string, log func(string)) (func(), error) {
 
 // link makes the assets folder: every binary, in the layout controller-runtime's
 // envtest expects (KUBEBUILDER_ASSETS), plus kcp, the operator and Flux, its CRDs
-// under flux-crds/.
+// under flux-crds/, KWOK's stages under kwok-stages/.
 func (f folders) link() error {
 	if err := os.MkdirAll(f.assets, 0o755); err != nil {
 		return err
@@ -279,6 +292,9 @@ func (f folders) link() error {
 				return err
 			}
 		}
+	}
+	if err := symlink(filepath.Join(f.cluster, "kwok-stages"), filepath.Join(f.assets, "kwok-stages")); err != nil {
+		return err
 	}
 	return symlink(filepath.Join(f.flux, "crds"), filepath.Join(f.assets, "flux-crds"))
 }

@@ -32,15 +32,17 @@ func TestFindLinksEveryBinary(t *testing.T) {
 			}
 		}
 	}
-	if err := os.MkdirAll(filepath.Join(f.flux, "crds"), 0o755); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{filepath.Join(f.flux, "crds"), filepath.Join(f.cluster, "kwok-stages")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	dir, ok, err := Find(opts)
 	if err != nil || !ok {
 		t.Fatalf("Find with every binary = %v, %v; want found", ok, err)
 	}
-	if !strings.HasPrefix(dir, filepath.Join(opts.CacheDir, "assets")+string(filepath.Separator)) || strings.Count(filepath.Base(dir), "-") != 3 {
-		t.Errorf("assets folder %s, want assets/<kcp>-<kube>-<operator>-<flux>", dir)
+	if !strings.HasPrefix(dir, filepath.Join(opts.CacheDir, "assets")+string(filepath.Separator)) || strings.Count(filepath.Base(dir), "-") != 4 {
+		t.Errorf("assets folder %s, want assets/<kcp>-<kube>-<operator>-<flux>-<cluster>", dir)
 	}
 	for _, bins := range binaries {
 		for _, b := range bins {
@@ -49,8 +51,10 @@ func TestFindLinksEveryBinary(t *testing.T) {
 			}
 		}
 	}
-	if fi, err := os.Stat(filepath.Join(dir, "flux-crds")); err != nil || !fi.IsDir() {
-		t.Errorf("assets folder lacks flux-crds/: %v", err)
+	for _, d := range []string{"flux-crds", "kwok-stages"} {
+		if fi, err := os.Stat(filepath.Join(dir, d)); err != nil || !fi.IsDir() {
+			t.Errorf("assets folder lacks %s/: %v", d, err)
+		}
 	}
 	// Found again: the links are kept as they are.
 	if again, ok, err := Find(opts); err != nil || !ok || again != dir {

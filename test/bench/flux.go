@@ -21,6 +21,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmcp-project/kcp-serviceprovider/builder"
@@ -144,7 +145,7 @@ func runFluxProvider(ctx context.Context, env *localenv.Env, n int, opts benchOp
 		return p, err
 	}
 	if err := pf.Create(ctx, &greeterv1alpha1.GreeterConfig{ObjectMeta: metav1.ObjectMeta{Name: greeter.DefaultName},
-		Spec: greeterv1alpha1.GreeterConfigSpec{ChartURL: url, ChartVersion: fluxChartVersion, Insecure: true, Interval: &fluxInterval}}); err != nil {
+		Spec: greeterv1alpha1.GreeterConfigSpec{ChartURL: url, ChartVersion: fluxChartVersion, Interval: &fluxInterval}}); err != nil {
 		return p, err
 	}
 	greeters, err := watchReadyOf(ctx, greeterv1alpha1.GroupVersion.WithResource("greeters"), lp.Onboarding.Config)
@@ -316,7 +317,6 @@ func floorObjects(ns, url string, kubeconfig []byte, message string) ([]client.O
 		Spec: sourcev1.OCIRepositorySpec{
 			URL:       url,
 			Reference: &sourcev1.OCIRepositoryRef{Tag: fluxChartVersion},
-			Insecure:  true,
 			Interval:  fluxInterval,
 			LayerSelector: &sourcev1.OCILayerSelector{MediaType: "application/vnd.cncf.helm.chart.content.v1.tar+gzip",
 				Operation: sourcev1.OCILayerCopy},
@@ -329,8 +329,8 @@ func floorObjects(ns, url string, kubeconfig []byte, message string) ([]client.O
 			ReleaseName:      greeter.ReleaseName,
 			TargetNamespace:  greeter.TargetNamespace,
 			StorageNamespace: greeter.TargetNamespace,
-			Install:          &helmv2.Install{CreateNamespace: true, DisableWait: true},
-			Upgrade:          &helmv2.Upgrade{DisableWait: true},
+			Install:          &helmv2.Install{CreateNamespace: true},
+			Uninstall:        &helmv2.Uninstall{DeletionPropagation: ptr.To("orphan")},
 			Values:           &apiextensionsv1.JSON{Raw: values},
 		}}
 	return []client.Object{secret, repo, hr}, nil
@@ -420,7 +420,8 @@ func (r *report) fluxSection(w func(string, ...any)) {
 		"platform as cluster provider, Flux's source-controller and helm-controller (default concurrency) on the "+
 		"platform cluster and an OCI registry holding the greeter chart (examples/greeter/chart/greeter) at %s. "+
 		"The OCIRepository and HelmRelease are the same on both sides (release `greeter` into `greeter-system`, "+
-		"Helm's storage there too, createNamespace, disableWait, values `message`, interval %s).",
+		"Helm's storage there too, createNamespace, Helm's wait for the Deployment on the MCP server's simulated node, "+
+		"orphan propagation at uninstall, values `message`, interval %s; the registry serves TLS with the local platform's CA).",
 		fluxChartVersion, fluxInterval.Duration)
 	w("")
 	w("- **greeter provider (runtime + Flux)**: the greeter example (examples/greeter) in standard mode, under " +

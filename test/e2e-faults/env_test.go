@@ -200,11 +200,14 @@ func (e *env) counts(ctx context.Context, t *testing.T, managedBy string) count 
 	if err := e.pf.List(ctx, crs, sel); err != nil {
 		t.Fatal(err)
 	}
+	// The ServiceAccounts the local platform granted access with; the namespace's
+	// default one, which kube-controller-manager creates, is no grant.
 	wlSAs, mcpSAs := &corev1.ServiceAccountList{}, &corev1.ServiceAccountList{}
-	if err := e.wl.List(ctx, wlSAs, client.InNamespace(localplatform.DefaultAccessNamespace)); err != nil {
+	granted := client.HasLabels{localplatform.AccessIDLabel}
+	if err := e.wl.List(ctx, wlSAs, client.InNamespace(localplatform.DefaultAccessNamespace), granted); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.mcpc.List(ctx, mcpSAs, client.InNamespace(localplatform.DefaultAccessNamespace)); err != nil {
+	if err := e.mcpc.List(ctx, mcpSAs, client.InNamespace(localplatform.DefaultAccessNamespace), granted); err != nil {
 		t.Fatal(err)
 	}
 	return count{AccessRequests: len(ars.Items), ClusterRequests: len(crs.Items),
@@ -231,8 +234,7 @@ type leftovers struct {
 	// access IDs given.
 	ServiceAccounts, Roles, Bindings int
 	// WorkloadObjects: the widget's ConfigMap and kubeconfig Secret in the tenant's
-	// namespace on the workload cluster (the namespace itself stays: the test clusters
-	// run no namespace controller).
+	// namespace on the workload cluster (the widget provider leaves the namespace).
 	WorkloadObjects int
 }
 

@@ -81,7 +81,7 @@ func TestGreeterOnFlux(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	config := &v1alpha1.GreeterConfig{Spec: v1alpha1.GreeterConfigSpec{ChartVersion: "0.1.0", Insecure: true,
+	config := &v1alpha1.GreeterConfig{Spec: v1alpha1.GreeterConfigSpec{ChartVersion: "0.1.0",
 		Interval: &metav1.Duration{Duration: time.Minute}}}
 	env := testkit.Start(t, testkit.Options{Provider: greeter.Description(), Scheme: scheme, ProviderConfig: config,
 		Flux: true, MCPClusters: tenantsPerMode, WaitTimeout: fluxWaitTimeout,
@@ -229,9 +229,12 @@ func expectChart(ctx context.Context, t *testing.T, env *testkit.Env, s served, 
 			t.Errorf("%s: ConfigMap %s/%s = %v, want the tenant's message at chart version %s", s.tn.Name, at.ns, configName, cm.Data, version)
 		}
 	}
+	// Helm waited for it (no disableWait): the pods run on the target's simulated node.
 	dep := &appsv1.Deployment{}
 	if err := ctrl.Get(ctx, client.ObjectKey{Namespace: ctrlNS, Name: "greeter"}, dep); err != nil {
 		t.Errorf("%s: the chart's Deployment %s/greeter: %v", s.tn.Name, ctrlNS, err)
+	} else if c := deploymentCondition(dep, appsv1.DeploymentAvailable); c != corev1.ConditionTrue || dep.Status.AvailableReplicas != 1 {
+		t.Errorf("%s: the chart's Deployment %s/greeter is not Available: %+v", s.tn.Name, ctrlNS, dep.Status)
 	}
 	if s.tn.Mode == cluster.ModeKCP {
 		sec := &corev1.Secret{}
@@ -265,6 +268,25 @@ func expectNothingLeft(ctx context.Context, t *testing.T, env *testkit.Env, s se
 	api, apiNS, ctrl, ctrlNS := targets(env, s)
 	if err := api.Get(ctx, client.ObjectKey{Name: crdName}, &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
 		t.Errorf("%s: the chart's CRD is still on the end-user cluster (%v)", s.tn.Name, err)
+	}
+	// The provider deleted the namespaces the releases went into.
+	for _, at := range []struct {
+		c  client.Client
+		ns string
+	}{{api, apiNS}, {ctrl, ctrlNS}} {
+		if err := at.c.Get(ctx, client.ObjectKey{Name: at.ns}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+			t.Errorf("%s: namespace %s is still there (%v)", s.tn.Name, at.ns, err)
+		}
+	}
+	// The uninstall orphaned the Deployment's ReplicaSet and pods; the namespace
+	// controller removed them with the namespace.
+	for what, list := range map[string]client.ObjectList{"ReplicaSets": &appsv1.ReplicaSetList{}, "pods": &corev1.PodList{}} {
+		if err := ctrl.List(ctx, list, client.InNamespace(ctrlNS)); err != nil {
+			t.Fatal(err)
+		}
+		if n := meta.LenList(list); n != 0 {
+			t.Errorf("%s: %d %s left in namespace %s", s.tn.Name, n, what, ctrlNS)
+		}
 	}
 	for _, at := range []struct {
 		c      client.Client
@@ -386,4 +408,13 @@ func orphanSweepRemovesRelease(ctx context.Context, t *testing.T, env *testkit.E
 		}
 		return nil
 	})
+}
+
+func deploymentCondition(d *appsv1.Deployment, t appsv1.DeploymentConditionType) corev1.ConditionStatus {
+	for _, c := range d.Status.Conditions {
+		if c.Type == t {
+			return c.Status
+		}
+	}
+	return ""
 }
