@@ -16,6 +16,10 @@
 //		}
 //	}
 //
+// The clusters behave like clusters: each runs the real kube-controller-manager, and
+// the workload and MCP clusters have a simulated node, so what a provider installs there
+// becomes Available and a deleted namespace goes (docs/design/real-clusters.md).
 // Options.MCPClusters gives each standard tenant a ControlPlane server of its own;
-// Options.Flux starts Flux and an OCI registry (Env.PushChart). docs/design/testkit.md.
+// Options.Flux starts Flux and an OCI registry (Env.PushChart) serving TLS that Flux
+// trusts, so an OCIRepository needs no spec.insecure. docs/design/testkit.md.
 package testkit
