@@ -37,7 +37,7 @@ type KubeletOptions struct {
 	// NodeName is the node the stand-in registers; default "<cluster>-node".
 	NodeName string
 	// Images maps a container image to the executable standing for it (the image's
-	// entrypoint). A pod whose image is not mapped is refused.
+	// entrypoint). A pod whose image is not mapped waits in ErrImagePull.
 	Images map[string]string
 	// TokenTTL is the lifetime of the ServiceAccount token a pod gets; default 24 hours.
 	// It is not renewed (a real kubelet renews projected tokens).
@@ -323,7 +323,7 @@ func (r *podRun) run(ctx context.Context) {
 		wait()
 		return
 	}
-	if err := checkPodSpec(&pod.Spec, k.opts.Images); err != nil {
+	if err := checkPodSpec(&pod.Spec); err != nil {
 		k.refuse(pod, err)
 		r.writeStatus(ctx, corev1.PodPending, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: err.Error()}}, nil, 0)
 		wait()
@@ -559,7 +559,7 @@ func envValue(ev corev1.EnvVar, namespace, podName, sa string) (string, error) {
 }
 
 // checkPodSpec refuses what the kubelet stand-in cannot run faithfully (see Kubelet).
-func checkPodSpec(spec *corev1.PodSpec, images map[string]string) error {
+func checkPodSpec(spec *corev1.PodSpec) error {
 	var errs []error
 	refuse := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if len(spec.InitContainers) > 0 {
@@ -576,9 +576,6 @@ func checkPodSpec(spec *corev1.PodSpec, images map[string]string) error {
 		return errors.Join(errs...)
 	}
 	c := spec.Containers[0]
-	if _, ok := images[c.Image]; !ok {
-		refuse("image %q is not mapped to an executable", c.Image)
-	}
 	if len(c.Command) > 0 {
 		refuse("command is not supported: the image's entrypoint is the mapped executable")
 	}
