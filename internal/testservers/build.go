@@ -374,15 +374,13 @@ func (b *builder) cluster(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var files []string
 	for _, file := range []string{"node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
 		"pod/fast/pod-ready.yaml", "pod/fast/pod-complete.yaml", "pod/fast/pod-delete.yaml"} {
-		data, err := os.ReadFile(filepath.Join(src, "kustomize", "stage", file))
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(stages, filepath.Base(file)), data, 0o644); err != nil {
-			return err
-		}
+		files = append(files, filepath.Join(src, "kustomize", "stage", file))
+	}
+	if err := copyFiles(stages, files); err != nil {
+		return err
 	}
 	return replaceDir(tmp, b.f.cluster)
 }
@@ -442,15 +440,24 @@ func (b *builder) flux(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		for _, file := range files {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				return err
-			}
-			if err := os.WriteFile(filepath.Join(crds, filepath.Base(file)), data, 0o644); err != nil {
-				return err
-			}
+		if err := copyFiles(crds, files); err != nil {
+			return err
 		}
 	}
 	return replaceDir(tmp, b.f.flux)
+}
+
+// copyFiles copies files (from a module's source, read-only) into dir under their own
+// names.
+func copyFiles(dir string, files []string) error {
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(file)), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
