@@ -145,18 +145,17 @@ func (r *Runtime[T]) kcpManager(opts Options, c kcpmode.Connection) (mcmanager.M
 	return mgr, nil
 }
 
-// kcpLeaseDuration is how long a silent kcp-mode replica keeps its workspaces when
-// Options.LeaseDuration is not set: a SIGKILLed replica's workspaces are served again
-// within about this plus one RetryPeriod and the reconciles queued behind them
-// (docs/design/replicas.md, Timings).
+// kcpLeaseDuration is how long the other kcp-mode replicas wait before they take a
+// silent one's workspaces when Options.LeaseDuration is not set: a SIGKILLed
+// replica's workspaces are served again within about this plus two RetryPeriods and
+// the reconciles queued behind them (docs/design/replicas.md, Timings).
 const kcpLeaseDuration = 8 * time.Second
 
-// replicas builds this replica's share of kcp mode's workspaces. Its Leases are
-// renewed through a client of their own, without a client-side rate limit: a renewal
-// queued behind a burst of reconciles, or behind the other fences' renewals (two
-// request per served workspace every 5/8 of the lease duration), would let a fence
-// lapse. The lease timing paces them; the platform API server's priority and fairness
-// guards the server.
+// replicas builds this replica's share of kcp mode's workspaces. Its membership Lease
+// is renewed through a client of its own, without a client-side rate limit: a renewal
+// queued behind a burst of reconciles would miss the renewal deadline, and the replica
+// would stop serving. The lease timing paces it; the platform API server's priority
+// and fairness guards the server.
 func (r *Runtime[T]) replicas(opts Options, shards sharding.Shards) (*sharding.Replicas, error) {
 	cfg := rest.CopyConfig(opts.Platform)
 	opts.tune(cfg)
@@ -167,7 +166,7 @@ func (r *Runtime[T]) replicas(opts Options, shards sharding.Shards) (*sharding.R
 	}
 	return sharding.New(sharding.Options{
 		Client: c, Namespace: opts.LeaseNamespace, Name: r.decl.name + "-kcp", Replica: opts.Replica,
-		LeaseDuration: cmp.Or(opts.LeaseDuration, kcpLeaseDuration), Probe: opts.RetryPeriod, Provider: r.decl.name,
+		LeaseDuration: cmp.Or(opts.LeaseDuration, kcpLeaseDuration), RenewDeadline: opts.RenewDeadline, Probe: opts.RetryPeriod, Provider: r.decl.name,
 		Shards: shards,
 		Log:    log.Log.WithName(r.decl.name),
 	}), nil

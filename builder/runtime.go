@@ -72,9 +72,10 @@ type Options struct {
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election; zero keeps
 	// controller-runtime's defaults (15s, 10s, 2s). A standby takes over at most about
 	// LeaseDuration + RetryPeriod after the leader died. In kcp mode LeaseDuration is
-	// instead how long a silent replica keeps its workspaces (default 10s, renewed
-	// every half of it), and RetryPeriod how often a replica re-decides which
-	// workspaces it serves.
+	// instead how long the others wait before they take a silent replica's workspaces
+	// (default 8s), RenewDeadline how long after its last renewal a replica stops
+	// serving (shorter than LeaseDuration; 5/8 of it when not), and RetryPeriod how
+	// often a replica lists the others and re-decides which workspaces it serves.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Replica is this process's identity among the replicas: on the Leases it holds,
 	// on the events it records and in the user agent of its requests (hence the field

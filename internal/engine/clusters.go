@@ -24,13 +24,37 @@ type clusterSet struct {
 	wrap func(ctrlcluster.Cluster) (ctrlcluster.Cluster, error)
 
 	mu       sync.RWMutex
-	clusters map[string]ctrlcluster.Cluster
+	clusters map[string]*engagedCluster
+	// inflight counts the reconciles running per cluster; idle is closed when a
+	// cluster's count drops to zero (Drain).
+	inflight map[string]int
+	idle     map[string]chan struct{}
+}
+
+// engagedCluster is a cluster as the manager engaged it.
+type engagedCluster struct {
+	cl ctrlcluster.Cluster
+	// ctx ends when the engagement does; serving, if set, says whether the replica
+	// may still act for the cluster (WhileServing).
+	ctx     context.Context
+	serving func() bool
+}
+
+type servingKey struct{}
+
+// WhileServing returns ctx, for engaging a cluster, with serving attached: before
+// each reconcile of the cluster the engine asks it, and reconciles nothing while it
+// says no. A replica whose membership lapsed stops at once, before its workspaces'
+// contexts are cancelled (internal/sharding).
+func WhileServing(ctx context.Context, serving func() bool) context.Context {
+	return context.WithValue(ctx, servingKey{}, serving)
 }
 
 var _ multicluster.Aware = &clusterSet{}
 
 func newClusterSet(newList func() client.ObjectList, wrap func(ctrlcluster.Cluster) (ctrlcluster.Cluster, error)) *clusterSet {
-	return &clusterSet{newList: newList, wrap: wrap, clusters: map[string]ctrlcluster.Cluster{}}
+	return &clusterSet{newList: newList, wrap: wrap, clusters: map[string]*engagedCluster{},
+		inflight: map[string]int{}, idle: map[string]chan struct{}{}}
 }
 
 // Start only blocks: the set has nothing to run.
@@ -48,19 +72,74 @@ func (s *clusterSet) Engage(ctx context.Context, name multicluster.ClusterName, 
 		}
 		cl = wrapped
 	}
+	e := &engagedCluster{cl: cl, ctx: ctx}
+	e.serving, _ = ctx.Value(servingKey{}).(func() bool)
 	s.mu.Lock()
-	s.clusters[string(name)] = cl
+	s.clusters[string(name)] = e
 	s.mu.Unlock()
 	// AfterFunc, not a goroutine waiting on ctx: a parked goroutine per engaged
 	// workspace is a stack per workspace.
 	context.AfterFunc(ctx, func() {
 		s.mu.Lock()
-		if s.clusters[string(name)] == cl {
+		if s.clusters[string(name)] == e {
 			delete(s.clusters, string(name))
 		}
 		s.mu.Unlock()
 	})
 	return nil
+}
+
+// acquire returns the engaged cluster name for one reconcile, and a context that
+// ends with the engagement as well as with ctx; release must be called when the
+// reconcile is done. False when the cluster is not engaged, or not served any more.
+func (s *clusterSet) acquire(ctx context.Context, name string) (ctrlcluster.Cluster, context.Context, func(), bool) {
+	s.mu.Lock()
+	e, ok := s.clusters[name]
+	if !ok || e.ctx.Err() != nil || e.serving != nil && !e.serving() {
+		s.mu.Unlock()
+		return nil, nil, nil, false
+	}
+	s.inflight[name]++
+	s.mu.Unlock()
+	rctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(e.ctx, cancel)
+	return e.cl, rctx, func() {
+		stop()
+		cancel()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.inflight[name]--; s.inflight[name] == 0 {
+			delete(s.inflight, name)
+			if idle := s.idle[name]; idle != nil {
+				close(idle)
+				delete(s.idle, name)
+			}
+		}
+	}, true
+}
+
+// Drain returns once no reconcile of the named cluster runs (sharding.Drainer): the
+// coordinator calls it after the cluster's engagement ended, before it tells the
+// other replicas that this one serves the workspace no more.
+func (s *clusterSet) Drain(ctx context.Context, name multicluster.ClusterName) error {
+	for {
+		s.mu.Lock()
+		if s.inflight[string(name)] == 0 {
+			s.mu.Unlock()
+			return nil
+		}
+		idle := s.idle[string(name)]
+		if idle == nil {
+			idle = make(chan struct{})
+			s.idle[string(name)] = idle
+		}
+		s.mu.Unlock()
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			return fmt.Errorf("draining the reconciles of %s: %w", name, ctx.Err())
+		}
+	}
 }
 
 // Len is the number of engaged clusters.
@@ -74,8 +153,11 @@ func (s *clusterSet) Len() int {
 func (s *clusterSet) Get(name string) (ctrlcluster.Cluster, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	cl, ok := s.clusters[name]
-	return cl, ok
+	e, ok := s.clusters[name]
+	if !ok {
+		return nil, false
+	}
+	return e.cl, true
 }
 
 // List returns a request for every object in the named cluster, or in all of them.
@@ -83,9 +165,9 @@ func (s *clusterSet) Get(name string) (ctrlcluster.Cluster, bool) {
 func (s *clusterSet) List(ctx context.Context, name string) []mcreconcile.Request {
 	s.mu.RLock()
 	targets := map[string]ctrlcluster.Cluster{}
-	for n, cl := range s.clusters {
+	for n, e := range s.clusters {
 		if name == "" || n == name {
-			targets[n] = cl
+			targets[n] = e.cl
 		}
 	}
 	s.mu.RUnlock()

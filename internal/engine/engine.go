@@ -168,12 +168,16 @@ func (e *Engine[T]) reconcile(ctx context.Context, req mcreconcile.Request, o *o
 			return reconcile.Result{RequeueAfter: e.opts.HoldRetry}, nil
 		}
 	}
-	cl, ok := e.clusters.Get(string(req.ClusterName))
+	cl, ctx, release, ok := e.clusters.acquire(ctx, string(req.ClusterName))
 	if !ok {
-		// The workspace unbound or disappeared after the request was queued; its
-		// platform-side leftovers are the orphan sweep's job.
+		// The workspace unbound or disappeared after the request was queued (its
+		// platform-side leftovers are the orphan sweep's job), or another replica
+		// serves it now.
 		return reconcile.Result{}, nil
 	}
+	// The reconcile ends with the workspace's engagement: a replica handing the
+	// workspace over waits for it (Drain) before the next one may start.
+	defer release()
 	obj := e.opts.NewObject()
 	if err := cl.GetClient().Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) || errors.Is(err, multicluster.ErrClusterNotFound) {

@@ -308,10 +308,10 @@ func (e *Engine[T]) source() metrics.EngineSource {
 func (s *clusterSet) each(ctx context.Context, fn func(cluster string, o client.Object)) {
 	s.mu.RLock()
 	lists := map[string]func() (client.ObjectList, error){}
-	for name, cl := range s.clusters {
+	for name, e := range s.clusters {
 		lists[name] = func() (client.ObjectList, error) {
 			l := s.newList()
-			return l, cl.GetCache().List(ctx, l)
+			return l, e.cl.GetCache().List(ctx, l)
 		}
 	}
 	s.mu.RUnlock()

@@ -56,7 +56,7 @@ func TestServiceObjectsQueue(t *testing.T) {
 
 	send := func(singleton bool, deliver func(context.Context, workqueue.TypedRateLimitingInterface[mcreconcile.Request], *clusterSet)) []string {
 		set := newClusterSet(func() ctrlclient.ObjectList { return &widget.WidgetList{} }, nil)
-		set.clusters["ws"] = &listingCluster{objects: fake.NewClientBuilder().WithScheme(scheme).WithObjects(w("a", 1), w("b", 1)).Build()}
+		set.clusters["ws"] = &engagedCluster{cl: &listingCluster{objects: fake.NewClientBuilder().WithScheme(scheme).WithObjects(w("a", 1), w("b", 1)).Build()}, ctx: t.Context()}
 		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
 		defer q.ShutDown()
 		deliver(t.Context(), q, set)

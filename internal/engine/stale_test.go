@@ -109,7 +109,7 @@ func TestStaleDeletionReleasesNothing(t *testing.T) {
 				server: fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.server...).Build(),
 			}
 			clusters := newClusterSet(func() ctrlclient.ObjectList { return &widget.WidgetList{} }, nil)
-			clusters.clusters["ws"] = cl
+			clusters.clusters["ws"] = &engagedCluster{cl: cl, ctx: t.Context()}
 			ten, wl, prov := &recordingTenancy{}, &recordingWorkload{}, &recordingProvider{}
 			opts := testOptions(t, prov)
 			opts.Tenancy, opts.Workload = ten, wl

@@ -49,7 +49,7 @@ func testOptions(t testing.TB, r provider.Reconciler[*widget.Widget]) Options[*w
 func widgetClusters(cl ctrlclient.Client) *clusterSet {
 	set := newClusterSet(func() ctrlclient.ObjectList { return &widget.WidgetList{} }, nil)
 	if cl != nil {
-		set.clusters["ws"] = &staleCluster{cache: cl, server: cl}
+		set.clusters["ws"] = &engagedCluster{cl: &staleCluster{cache: cl, server: cl}, ctx: context.Background()}
 	}
 	return set
 }

@@ -2,118 +2,290 @@ package sharding
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
-	"sigs.k8s.io/multicluster-runtime/pkg/manager/coordinator/sharded"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+
+	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
 )
 
-// coordinator is multicluster-runtime's sharded coordinator with one repair.
-//
-// The library decides ownership on its ticker, with the manager's context, and, for a
-// quick start, on every Engage with the engaging workspace's context; every workspace
-// a decision starts runs under a context derived from the context of that decision.
-// So when a workspace leaves (unbound, or its shard's endpoint stopped), every other
-// workspace started in a decision it kicked stops with it, while the library still
-// counts it started and renews its fence: no replica serves it until it is engaged
-// anew (v0.24.1). At start-up this happens whenever a replica hands a shard over: two
-// replicas at 500 workspaces left about a tenth of them unserved.
-//
-// The repair hands each workspace to the library with a context of its own that ends
-// with a cause naming it (workspaceLeft), and registers one more aware, engaged first
-// with every start, that watches the context the library derived. When that context
-// ends because another workspace left, while this workspace's own context lives and
-// this replica should still own it, the workspace is engaged again: the library keeps
-// the fence it holds and starts the workspace under its own context. In every other
-// case (the library stopped it, it left, it lost its fence) the library's decision
-// stands.
+// Drainer is an aware whose work for a workspace can outlive the context the
+// workspace was started with (a reconcile in flight when it ended): Drain returns
+// once none is left. The coordinator drains a workspace it stops before it tells the
+// other replicas that it serves it no more.
+type Drainer interface {
+	Drain(ctx context.Context, name multicluster.ClusterName) error
+}
+
+// coordinator engages each workspace in the one replica that the live members'
+// view gives it to, with no fence of its own: a replica starts a workspace only
+// while its membership is valid and every live member has published the view it
+// decides with, and a member publishes a view only after it has stopped and drained
+// every workspace outside its share of it (docs/design/replicas.md). The steady state
+// writes nothing but the members' renewals, however many workspaces there are.
 type coordinator struct {
-	lib  *sharded.Coordinator
-	owns func(workspace string) bool
-	log  logr.Logger
+	m *membership
+	// decision returns the view of the members and shards as they are now and the
+	// share of this replica in it.
+	decision func() (view string, owns func(workspace string) bool)
+	log      logr.Logger
+	// alongside, if set, runs while the coordinator does.
+	alongside func(context.Context)
+
+	awares []multicluster.Aware
+	kick   chan struct{}
+
+	// decideMu makes decisions and the stop after a lapsed membership one at a time.
+	decideMu sync.Mutex
 
 	mu      sync.Mutex
-	engaged map[multicluster.ClusterName]*engagement
+	engaged map[multicluster.ClusterName]*workspace
+	// leaving are workspaces that left while started (unbound, or their shard no
+	// longer watched here): they are drained before the next view is published.
+	leaving []leaving
 }
 
-// engagement is a workspace as the cluster provider engaged it: its own context,
-// which ends when it leaves, and its cluster.
-type engagement struct {
+// workspace is a workspace the cluster provider engaged.
+type workspace struct {
+	// ctx is the provider's, ending when the workspace leaves.
 	ctx context.Context
 	cl  ctrlcluster.Cluster
+	// run is the current start, nil while this replica does not serve it.
+	run *run
 }
 
-// workspaceLeft is the cause with which a workspace's own context ends.
-type workspaceLeft struct{ name multicluster.ClusterName }
+// run is one start of a workspace in this replica.
+type run struct {
+	cancel context.CancelFunc
+	// engaged is closed once every aware's Engage returned.
+	engaged chan struct{}
+}
 
-func (w workspaceLeft) Error() string { return fmt.Sprintf("workspace %s left", w.name) }
+type leaving struct {
+	name multicluster.ClusterName
+	run  *run
+}
 
 var _ mcmanager.Coordinator = &coordinator{}
 
-// newCoordinator wraps lib, which must have no awares yet; owns says whether this
-// replica should serve a workspace now (the library's sharder).
-func newCoordinator(lib *sharded.Coordinator, owns func(string) bool, log logr.Logger) *coordinator {
-	c := &coordinator{lib: lib, owns: owns, log: log, engaged: map[multicluster.ClusterName]*engagement{}}
-	lib.AddAware(orphanWatch{c})
-	return c
+func newCoordinator(m *membership, decision func() (string, func(string) bool), log logr.Logger) *coordinator {
+	return &coordinator{m: m, decision: decision, log: log, kick: make(chan struct{}, 1),
+		engaged: map[multicluster.ClusterName]*workspace{}}
 }
 
-func (c *coordinator) AddAware(a multicluster.Aware) { c.lib.AddAware(a) }
+func (c *coordinator) AddAware(a multicluster.Aware) { c.awares = append(c.awares, a) }
 
-func (c *coordinator) Runnable() manager.Runnable { return c.lib.Runnable() }
+// poke asks for a decision.
+func (c *coordinator) poke() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
 
-// Engage hands the workspace to the library with a context of its own.
+// Engage records a workspace the cluster provider engaged; the next decision starts
+// it if it is this replica's.
 func (c *coordinator) Engage(ctx context.Context, name multicluster.ClusterName, cl ctrlcluster.Cluster) error {
-	own, leave := context.WithCancelCause(context.WithoutCancel(ctx))
-	context.AfterFunc(ctx, func() { leave(workspaceLeft{name}) })
-	e := &engagement{ctx: own, cl: cl}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w := &workspace{ctx: ctx, cl: cl}
 	c.mu.Lock()
-	c.engaged[name] = e
+	if old := c.engaged[name]; old != nil && old.run != nil {
+		old.run.cancel()
+		c.leaving = append(c.leaving, leaving{name, old.run})
+	}
+	c.engaged[name] = w
 	c.mu.Unlock()
-	context.AfterFunc(own, func() {
+	context.AfterFunc(ctx, func() {
 		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.engaged[name] == e {
+		if c.engaged[name] == w {
 			delete(c.engaged, name)
+			if w.run != nil {
+				c.leaving = append(c.leaving, leaving{name, w.run})
+				w.run = nil
+			}
+		}
+		c.mu.Unlock()
+		c.poke()
+	})
+	c.poke()
+	return nil
+}
+
+// Runnable runs the membership and the decisions; when the manager stops, it stops
+// and drains every workspace before it deletes this replica's Lease.
+func (c *coordinator) Runnable() manager.Runnable {
+	return manager.RunnableFunc(func(ctx context.Context) error {
+		mctx, stopMembership := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = c.m.Run(mctx)
+		}()
+		if c.alongside != nil {
+			go c.alongside(ctx)
+		}
+		defer func() {
+			drain, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			c.stopAll(drain)
+			stopMembership()
+			<-done
+			c.m.leave()
+		}()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-c.kick:
+				c.decide(ctx)
+			}
 		}
 	})
-	if err := c.lib.Engage(own, name, cl); err != nil {
-		leave(err)
-		return fmt.Errorf("engaging workspace %s: %w", name, err)
-	}
-	return nil
 }
 
-// restart engages the workspace again if started (the context the library started
-// it with) ended because another workspace left.
-func (c *coordinator) restart(started context.Context, name multicluster.ClusterName, cl ctrlcluster.Cluster) {
-	var left workspaceLeft
-	if !errors.As(context.Cause(started), &left) || left.name == name {
+// decide stops what is no longer this replica's, publishes the view once that is
+// done, and starts what is this replica's once every member has published the same
+// view.
+func (c *coordinator) decide(ctx context.Context) {
+	c.decideMu.Lock()
+	defer c.decideMu.Unlock()
+	if !c.m.valid() {
+		c.lost()
+		return
+	}
+	view, owns := c.decision()
+	c.mu.Lock()
+	var stops []leaving
+	for name, w := range c.engaged {
+		if w.run != nil && !owns(name.String()) {
+			w.run.cancel()
+			stops = append(stops, leaving{name, w.run})
+			w.run = nil
+		}
+	}
+	stops = append(stops, c.leaving...)
+	c.leaving = nil
+	c.mu.Unlock()
+	if !c.drain(ctx, stops) {
+		return
+	}
+	if c.m.publishedView() != view {
+		if err := c.m.publish(ctx, view); err != nil {
+			if ctx.Err() == nil {
+				c.log.Error(err, "publishing this replica's view")
+			}
+			return
+		}
+	}
+	if !c.m.settled() || !c.m.agreed(view) || !c.m.valid() {
 		return
 	}
 	c.mu.Lock()
-	e := c.engaged[name]
-	c.mu.Unlock()
-	if e == nil || e.cl != cl || e.ctx.Err() != nil || !c.owns(name.String()) {
-		return
-	}
-	c.log.V(1).Info("workspace stopped because another left; engaging it again", "workspace", name, "left", left.name)
-	if err := c.lib.Engage(e.ctx, name, cl); err != nil && e.ctx.Err() == nil {
-		c.log.Error(err, "engaging a workspace again", "workspace", name)
+	defer c.mu.Unlock()
+	for name, w := range c.engaged {
+		if w.run == nil && w.ctx.Err() == nil && owns(name.String()) {
+			c.start(name, w)
+		}
 	}
 }
 
-// orphanWatch is the aware that the library engages first with every workspace it
-// starts: it watches the context of the start.
-type orphanWatch struct{ c *coordinator }
+// start engages the awares with the workspace under a context of its own; the mutex
+// is held.
+func (c *coordinator) start(name multicluster.ClusterName, w *workspace) {
+	ctx, cancel := context.WithCancel(w.ctx)
+	// The engine reconciles nothing more once this replica's membership lapsed, even
+	// before lost cancels the start (a paused process wakes with both due at once).
+	ctx = engine.WhileServing(ctx, c.m.valid)
+	r := &run{cancel: cancel, engaged: make(chan struct{})}
+	w.run = r
+	c.log.V(1).Info("serving workspace", "workspace", name)
+	go func() {
+		defer close(r.engaged)
+		for _, a := range c.awares {
+			if err := a.Engage(ctx, name, w.cl); err != nil {
+				if ctx.Err() == nil {
+					c.log.Error(err, "engaging a workspace; trying again at the next decision", "workspace", name)
+				}
+				cancel()
+				c.mu.Lock()
+				if w.run == r {
+					w.run = nil
+					c.leaving = append(c.leaving, leaving{name, r})
+				}
+				c.mu.Unlock()
+				return
+			}
+		}
+	}()
+}
 
-func (o orphanWatch) Engage(ctx context.Context, name multicluster.ClusterName, cl ctrlcluster.Cluster) error {
-	context.AfterFunc(ctx, func() { o.c.restart(ctx, name, cl) })
-	return nil
+// drain waits until the stopped workspaces' awares returned from Engage and drained
+// their work; false if ctx ended first.
+func (c *coordinator) drain(ctx context.Context, stops []leaving) bool {
+	for _, s := range stops {
+		select {
+		case <-s.run.engaged:
+		case <-ctx.Done():
+			return false
+		}
+		for _, a := range c.awares {
+			if d, ok := a.(Drainer); ok {
+				if err := d.Drain(ctx, s.name); err != nil {
+					return false
+				}
+			}
+		}
+	}
+	if len(stops) > 0 {
+		c.log.V(1).Info("stopped serving workspaces", "count", len(stops))
+	}
+	return true
+}
+
+// lost stops every workspace at once when this replica's renewal deadline passed:
+// the other replicas count it out a lease duration after its last renewal, and take
+// its share. It only cancels (it runs in the membership's renewal, which must not
+// wait); the next decision drains them before this replica publishes a view again.
+func (c *coordinator) lost() {
+	if n := c.cancelAll(); n > 0 {
+		c.log.Info("membership renewal deadline passed; stopped serving every workspace until renewed", "workspaces", n)
+	}
+	c.poke()
+}
+
+// cancelAll cancels every start and counts them leaving.
+func (c *coordinator) cancelAll() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for name, w := range c.engaged {
+		if w.run != nil {
+			w.run.cancel()
+			c.leaving = append(c.leaving, leaving{name, w.run})
+			w.run = nil
+			n++
+		}
+	}
+	return n
+}
+
+// stopAll stops and drains every workspace: the manager is stopping.
+func (c *coordinator) stopAll(ctx context.Context) {
+	c.decideMu.Lock()
+	defer c.decideMu.Unlock()
+	c.cancelAll()
+	c.mu.Lock()
+	stops := c.leaving
+	c.leaving = nil
+	c.mu.Unlock()
+	if !c.drain(ctx, stops) {
+		c.log.Error(ctx.Err(), "stopped workspaces not drained")
+	}
 }

@@ -4,22 +4,24 @@
 // replica watches and serves the workspaces of its own shards only, so that its watch
 // caches and per-workspace clusters hold its share, not every workspace; the
 // replicas of one shard (when there are more replicas than shards) share its
-// workspaces. The deciding parts within a shard are multicluster-runtime's sharded
-// coordinator: its rendezvous-hash sharder names the replica that should serve a
-// workspace, and a fencing Lease per workspace makes sure that at most one replica
-// serves it at a time. This package adds what the coordinator leaves to its user:
+// workspaces by rendezvous hashing (multicluster-runtime's sharder).
 //
-//   - the peer registry (registry.go): one Lease per live replica in the provider's
-//     namespace. The library's own registry expires a peer after a fixed 30 seconds;
-//     this one expires it after the configured lease duration, so a killed replica's
-//     workspaces move within that duration (docs/design/replicas.md);
+// What keeps two replicas from serving one workspace is per replica, not per
+// workspace, so that its cost does not grow with the workspaces:
+//
+//   - membership (membership.go): one Lease per replica in the provider's namespace,
+//     renewed every half of the renewal deadline; a replica whose renewals fail past
+//     the deadline stops serving, and the others count it out only a lease duration
+//     after they last saw it renew, measured on their own clocks;
+//   - the coordinator (coordinator.go), multicluster-runtime's Coordinator interface:
+//     a replica publishes in its Lease the view (members and shards) it serves by, once
+//     it has stopped and drained everything outside its share of that view, and starts
+//     a workspace only when every live member publishes the same view
+//     (docs/design/replicas.md has the argument);
 //   - the division of the shards among the replicas (ServesShard), which the
-//     coordinator's sharder and the cluster provider both follow;
+//     coordinator and the cluster provider both follow;
 //   - the replica's answer to "is this workspace mine to clean up after?" for work
 //     that has no engaged workspace to hang on (the orphan sweep of a workspace that
 //     is gone);
-//   - metrics of the workspaces a replica owns and of ownership changes;
-//   - a repair of the coordinator (coordinator.go): the library starts workspaces
-//     under the context of the workspace whose engagement kicked the decision, so
-//     they stopped when that one left; they are engaged again instead.
+//   - metrics of the workspaces a replica owns and of ownership changes.
 package sharding

@@ -9,13 +9,11 @@ import (
 )
 
 // heldLeases is the client of the Leases: it answers a read of a Lease this replica
-// holds from the object its own last write returned, so that a renewal costs one
-// UPDATE instead of a GET and an UPDATE (the coordinator's fences and the membership
-// Lease both read before they write). The copy is as current as a GET: if another
-// replica took the Lease since, the UPDATE built on it fails with a conflict, which
-// the renewer takes for a lost Lease, just as it would on reading the new holder.
-// Every other read, and every Lease this replica does not hold, goes to the API
-// server: taking a Lease over must see its holder and renew time as they are.
+// holds from the object its own last write returned, so that a renewal of the
+// membership Lease costs one UPDATE instead of a GET and an UPDATE. The copy is as
+// current as a GET: if anything else wrote the Lease since, the UPDATE built on it
+// fails with a conflict, and the next read asks the API server. Every other read goes
+// to the API server.
 type heldLeases struct {
 	client.Client
 	holder func(*coordinationv1.Lease) bool

@@ -2,6 +2,9 @@ package sharding
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -11,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcluster "sigs.k8s.io/controller-runtime/pkg/cluster"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
-	"sigs.k8s.io/multicluster-runtime/pkg/manager/coordinator/sharded"
 	"sigs.k8s.io/multicluster-runtime/pkg/manager/coordinator/sharded/sharder"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
@@ -20,22 +22,24 @@ import (
 
 // Options configure a replica's share of the workspaces.
 type Options struct {
-	// Client reaches the platform cluster, uncached (a Lease read from a lagging cache
-	// is a refused renewal, which the coordinator takes for a lost fence), with a rate
-	// limit of its own: renewals must not queue behind the reconciles' requests. The
-	// Leases this replica holds are read from its own last write of them instead
-	// (heldLeases): one request per renewal.
+	// Client reaches the platform cluster, uncached (a membership listing must be
+	// current), with a rate limit of its own: renewals must not queue behind the
+	// reconciles' requests. This replica's Lease is read from its own last write of it
+	// instead (heldLeases): one request per renewal.
 	Client client.Client
-	// Namespace holds the membership and fencing Leases: the provider's namespace.
+	// Namespace holds the membership Leases: the provider's namespace.
 	Namespace string
-	// Name prefixes the Leases ("<name>-replica-<replica>", "<name>-ws-<workspace>").
+	// Name prefixes the Leases ("<name>-replica-<replica>").
 	Name string
 	// Replica is this replica's identity, unique among the running replicas.
 	Replica string
-	// LeaseDuration is both how long a silent replica stays a member and how long its
-	// fence on a workspace holds: a killed replica's workspaces move after about
-	// that long. Renewals happen every 5/8 of it (docs/design/replicas.md, Timings).
+	// LeaseDuration is how long the others wait, after they last saw this replica
+	// renew, before they count it out and take its workspaces.
 	LeaseDuration time.Duration
+	// RenewDeadline is how long after its last successful renewal a replica stops
+	// serving; it must be shorter than LeaseDuration, and is 5/8 of it when not.
+	// Renewals happen every half of it (docs/design/replicas.md, Timings).
+	RenewDeadline time.Duration
 	// Shards, when set, are divided first: each replica watches and serves the
 	// workspaces of its own kcp shards only, and the replicas of one shard share its
 	// workspaces. Without it every replica watches every workspace.
@@ -61,48 +65,99 @@ type Shards interface {
 
 // Replicas is this replica's view of the replicas sharing kcp mode's workspaces.
 type Replicas struct {
-	registry *registry
+	members  *membership
 	coord    *coordinator
 	hrw      sharder.Sharder
 	shards   Shards
 	groups   groups
 	provider string
+	// reassess asks the goroutine that calls Shards.Reassess to call it (once for any
+	// number of asks while it runs): taking a shard over engages every workspace of
+	// it, one after the other, which must not hold the membership's renewals.
+	reassess chan struct{}
+	// last are the members Reassess was last asked for, and whether they had settled.
+	lastMu      sync.Mutex
+	last        []sharder.PeerInfo
+	lastSettled bool
 }
 
 // New returns the replica's coordinator and view; nothing runs until the manager
 // given Coordinator starts.
 func New(o Options) *Replicas {
 	log := o.Log.WithName("sharding").WithValues("replica", o.Replica)
-	r := &Replicas{hrw: sharder.NewHRW(), shards: o.Shards, provider: o.Provider}
-	changed := func() {}
-	if o.Shards != nil {
-		changed = o.Shards.Reassess
+	r := &Replicas{hrw: sharder.NewHRW(), shards: o.Shards, provider: o.Provider, reassess: make(chan struct{}, 1)}
+	deadline := o.RenewDeadline
+	if deadline <= 0 || deadline >= o.LeaseDuration {
+		deadline = o.LeaseDuration * 5 / 8
 	}
-	// Renewals every 5/8 of the duration (5 s of the default 8 s): the duration bounds
-	// failover, the renewal period sets the writes at steady state, one per Lease and
-	// period, as many as with the 10 s lease renewed every 5 s before; a renewal may
-	// come 3/8 of the duration (3 s) late before a fence lapses.
-	renew := o.LeaseDuration * 5 / 8
-	// A dead replica is noticed, and its workspaces decided on, at most half a
-	// RetryPeriod after its Leases expire: the listing is one request, the decision
-	// none unless a fence is to be taken.
-	look := o.Probe / 2
 	self := peerID(o.Replica)
 	leases := newHeldLeases(o.Client, func(holder string) bool { return holder == self })
-	r.registry = newRegistry(leases, o.Namespace, o.Name+"-replica", o.Replica, o.LeaseDuration, renew, look, log,
-		func(n int) { metrics.KCPReplicasSeen(o.Provider, n) }, changed)
-	lib := sharded.New(leases, log,
-		sharded.WithPeerRegistry(r.registry),
-		sharded.WithSharder(shardSharder{r}),
-		sharded.WithShardLease(o.Namespace, o.Name+"-ws"),
-		sharded.WithPerClusterLease(true),
-		sharded.WithLeaseTimings(o.LeaseDuration, renew, look),
-		sharded.WithSynchronizationIntervals(look, 3*o.Probe),
-	)
-	r.coord = newCoordinator(lib, func(workspace string) bool {
-		return shardSharder{r}.ShouldOwn(workspace, r.registry.Snapshot(), r.registry.Self())
-	}, log)
+	r.members = newMembership(leases, membershipOptions{
+		ns: o.Namespace, prefix: o.Name + "-replica", id: o.Replica,
+		ttl: o.LeaseDuration, renewEvery: deadline / 2, deadline: deadline,
+		// A dead replica is noticed, and its workspaces decided on, at most half a
+		// RetryPeriod after the others count it out: the listing is one request.
+		refresh: o.Probe / 2,
+		log:     log,
+		seen:    func(n int) { metrics.KCPReplicasSeen(o.Provider, n) },
+		listed:  r.listed,
+		lost:    func() { r.coord.lost() },
+	})
+	r.coord = newCoordinator(r.members, r.decision, log)
+	if o.Shards != nil {
+		r.coord.alongside = r.reassessing
+	}
 	return r
+}
+
+// listed follows every listing of the members: a decision, and a reassessment of the
+// shards when the members changed or have just settled.
+func (r *Replicas) listed() {
+	r.coord.poke()
+	peers, settled := r.members.Snapshot(), r.members.settled()
+	r.lastMu.Lock()
+	changed := settled != r.lastSettled || !slices.Equal(peers, r.last)
+	r.last, r.lastSettled = peers, settled
+	r.lastMu.Unlock()
+	if changed && r.shards != nil {
+		select {
+		case r.reassess <- struct{}{}:
+		default: // one is pending already, and it reads the members as they are then
+		}
+	}
+}
+
+// reassessing calls Shards.Reassess when asked until ctx ends.
+func (r *Replicas) reassessing(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.reassess:
+			r.shards.Reassess()
+		}
+	}
+}
+
+// decision is the view of the members and shards as they are now, and this replica's
+// share of it. The view names the members and the shards' virtual workspaces: two
+// replicas that name one view give every workspace to the same replica.
+func (r *Replicas) decision() (string, func(string) bool) {
+	peers := r.members.Snapshot()
+	var urls []string
+	if r.shards != nil {
+		urls = slices.Sorted(slices.Values(r.shards.Published()))
+	}
+	h := sha256.New()
+	for _, p := range peers {
+		fmt.Fprintf(h, "peer %s\n", p.ID)
+	}
+	for _, u := range urls {
+		fmt.Fprintf(h, "shard %s\n", u)
+	}
+	view := hex.EncodeToString(h.Sum(nil)[:8])
+	self := r.members.Self()
+	return view, func(workspace string) bool { return r.shouldOwn(workspace, urls, peers, self) }
 }
 
 // ServesShard says whether this replica watches and serves the workspaces of the
@@ -112,13 +167,13 @@ func (r *Replicas) ServesShard(url string) bool {
 	if r.shards == nil {
 		return true
 	}
-	if !r.registry.settled() {
+	if !r.members.settled() {
 		return false
 	}
-	return slices.ContainsFunc(r.groups.of(url, r.shards.Published(), r.registry.Snapshot()), r.isSelf)
+	return slices.ContainsFunc(r.groups.of(url, slices.Sorted(slices.Values(r.shards.Published())), r.members.Snapshot()), r.isSelf)
 }
 
-func (r *Replicas) isSelf(p sharder.PeerInfo) bool { return p.ID == r.registry.Self().ID }
+func (r *Replicas) isSelf(p sharder.PeerInfo) bool { return p.ID == r.members.Self().ID }
 
 // shardGroup returns the replicas among peers that serve the shard of url, of the
 // shards urls: with at least as many replicas as shards, replica j (in the order of
@@ -145,26 +200,24 @@ func shardGroup(url string, urls []string, peers []sharder.PeerInfo) []sharder.P
 	return group
 }
 
-// shardSharder is the coordinator's sharder when the shards are divided: a
-// workspace belongs to the replicas of its shard, and among them to the one the
-// library's rendezvous hash names.
-type shardSharder struct{ r *Replicas }
-
-func (s shardSharder) ShouldOwn(workspace string, peers []sharder.PeerInfo, self sharder.PeerInfo) bool {
-	if s.r.shards == nil {
-		return s.r.hrw.ShouldOwn(workspace, peers, self)
+// shouldOwn says whether self serves workspace among peers, over the shards urls:
+// when the shards are divided a workspace belongs to the replicas of its shard, and
+// among them to the one the rendezvous hash names.
+func (r *Replicas) shouldOwn(workspace string, urls []string, peers []sharder.PeerInfo, self sharder.PeerInfo) bool {
+	if r.shards == nil {
+		return r.hrw.ShouldOwn(workspace, peers, self)
 	}
-	url, ok := s.r.shards.ShardOf(workspace)
-	if !ok || !s.r.registry.settled() {
+	url, ok := r.shards.ShardOf(workspace)
+	if !ok || !r.members.settled() {
 		return false
 	}
-	group := s.r.groups.of(url, s.r.shards.Published(), peers)
+	group := r.groups.of(url, urls, peers)
 	if !slices.ContainsFunc(group, func(p sharder.PeerInfo) bool { return p.ID == self.ID }) {
 		return false
 	}
 	// Alone in its shard's group (as many replicas as shards), a replica owns every
 	// workspace of the shard; the rendezvous hash would name it too.
-	return len(group) == 1 || s.r.hrw.ShouldOwn(workspace, group, self)
+	return len(group) == 1 || r.hrw.ShouldOwn(workspace, group, self)
 }
 
 // groups remembers the group of replicas of each shard (shardGroup) for the shards
@@ -175,7 +228,8 @@ func (s shardSharder) ShouldOwn(workspace string, peers []sharder.PeerInfo, self
 // every verdict, besides reading the workspace's binding (kcpprovider's isReady).
 // Under the coordinator's lock, on CPUs shared with the servers, those decisions held
 // back for about 2 s the one that takes the dead replica's fences as they expire
-// (docs/design/replicas.md, "Traced on 2026-12-04 18:41").
+// (docs/design/replicas.md, "Traced on 2026-12-04 18:41"); the coordinator of today
+// asks about every engaged workspace on every listing.
 type groups struct {
 	mu    sync.Mutex
 	urls  []string
@@ -204,13 +258,13 @@ func (g *groups) of(url string, urls []string, peers []sharder.PeerInfo) []shard
 func (r *Replicas) Coordinator() mcmanager.Coordinator { return r.coord }
 
 // Self is this replica's identity as the other replicas see it.
-func (r *Replicas) Self() string { return r.registry.Self().ID }
+func (r *Replicas) Self() string { return r.members.Self().ID }
 
 // Peers are the identities of the live replicas this replica knows of, itself
 // included.
 func (r *Replicas) Peers() []string {
 	var ids []string
-	for _, p := range r.registry.Snapshot() {
+	for _, p := range r.members.Snapshot() {
 		ids = append(ids, p.ID)
 	}
 	return ids
@@ -221,10 +275,10 @@ func (r *Replicas) Peers() []string {
 // serves it, which alone sees its objects when the shards are divided; for one that
 // is gone the one the rendezvous hash names among all live replicas.
 func (r *Replicas) Responsible(workspace string) bool {
-	peers, self := r.registry.Snapshot(), r.registry.Self()
+	peers, self := r.members.Snapshot(), r.members.Self()
 	if r.shards != nil {
 		if _, bound := r.shards.ShardOf(workspace); bound {
-			return shardSharder{r}.ShouldOwn(workspace, peers, self)
+			return r.shouldOwn(workspace, slices.Sorted(slices.Values(r.shards.Published())), peers, self)
 		}
 	}
 	return r.hrw.ShouldOwn(workspace, peers, self)

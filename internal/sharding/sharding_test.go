@@ -41,7 +41,7 @@ func platformClient(t testing.TB) client.Client {
 // newTestReplica is a replica's view with the test's timings; shards may be nil.
 func newTestReplica(c client.Client, name string, shards sharding.Shards) *sharding.Replicas {
 	o := sharding.Options{Client: c, Namespace: "default", Name: "widgets-kcp", Replica: name,
-		LeaseDuration: testTTL, Probe: testRefresh, Provider: "widgets", Log: logr.Discard()}
+		LeaseDuration: testTTL, Probe: testRefresh, Provider: "widgets", Log: testLog}
 	if shards != nil {
 		o.Shards = shards
 	}
@@ -343,3 +343,5 @@ func BenchmarkResponsible(b *testing.B) {
 		a.Responsible(workspaces[i%len(workspaces)])
 	}
 }
+
+var testLog = logr.Discard()

@@ -149,6 +149,20 @@ func (s snapshot) writes() int {
 	return n
 }
 
+// leaseWrites counts the writes of Leases: the replicas' coordination.
+func (s snapshot) leaseWrites() int {
+	n := 0
+	for k, c := range s.byResource {
+		if verb, resource, _ := strings.Cut(k, " "); writeVerbs[verb] && resource == "leases" {
+			n += c
+		}
+	}
+	return n
+}
+
+// secretReads counts the reads of Secrets, one by one or listed.
+func (s snapshot) secretReads() int { return s.byResource["get secrets"] + s.byResource["list secrets"] }
+
 // writeKinds lists the writes by verb and resource, most frequent first.
 func (s snapshot) writeKinds() []string { return s.kinds(true) }
 

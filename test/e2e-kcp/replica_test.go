@@ -112,9 +112,13 @@ func runReplica() error {
 	if n := os.Getenv(replicaProviderEnv); n != "" {
 		name = n
 	}
+	recorded, err := withRecording(widget.Provider{}, os.Getenv(replicaEnv))
+	if err != nil {
+		return err
+	}
 	rt, err := widgetbuilder.New(name, scheme, widget.KCPMCPPermissions).
 		KCP(apiexport.FromCRD(name, widgetCRD)).
-		Complete(widget.Provider{})
+		Complete(recorded)
 	if err != nil {
 		return err
 	}

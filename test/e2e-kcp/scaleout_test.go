@@ -38,8 +38,11 @@ const failoverLimit = 20 * time.Second
 // openmcp-operator's Deployment does with --leader-elect=true, against a kcp of two
 // shards with the tenants' workspaces on both, and checks that the replicas share
 // them: each served by exactly one replica, a killed replica's workspaces served by
-// the others within the lease, and scaling down to one and back up to three keeps
-// every workspace served.
+// the others within the lease, a paused one's (SIGSTOP past the lease) too and its
+// share back after SIGCONT, and scaling down to one and back up to three keeps every
+// workspace served. Every tenant's change is reconciled after each step, and the
+// provider calls the replicas record never overlap in a workspace, but for a call in
+// flight when a replica was paused (docs/design/replicas.md).
 func TestReplicasShareWorkspaces(t *testing.T) {
 	// On the shared platform as a provider of its own, but not beside the parallel
 	// tests: its failover bound is a time, and the platform cluster it shares carries
@@ -55,10 +58,13 @@ func TestReplicasShareWorkspaces(t *testing.T) {
 		tenants[i] = e.newTenantOn(ctx, t, fmt.Sprintf("scale-%02d", i), localenv.ShardName(i%2))
 	}
 	replicas := map[string]*replica{}
+	// Every replica records its provider calls: which workspace it served and when.
+	record := t.TempDir()
 	start := func(name string) {
-		r := e.startReplica(t, name, platformKubeconfig)
+		r := e.startReplica(t, name, platformKubeconfig, replicaRecordEnv+"="+record)
 		replicas[name] = r
 	}
+	var pauses []pause
 	for _, name := range []string{"a", "b", "c"} {
 		start(name)
 	}
@@ -131,6 +137,12 @@ func TestReplicasShareWorkspaces(t *testing.T) {
 		return
 	}
 
+	recolor := func(t *testing.T, color string) {
+		eachTenant(t, tenants, func(t *testing.T, tn tenant) {
+			harness.Patch(ctx, t, tn.c, main, func(w *widget.Widget) { w.Spec.Color = color })
+			wantConfigMap(ctx, t, wl, tn.lc, "hello", color)
+		})
+	}
 	t.Run("a killed replica's workspaces are served by the others within the lease", func(t *testing.T) {
 		victim := busiest(owners)
 		var affected []tenant
@@ -163,14 +175,32 @@ func TestReplicasShareWorkspaces(t *testing.T) {
 		for _, r := range replicas {
 			wantMetric(ctx, t, r, "serviceprovider_kcp_virtual_workspaces", labels{"state": "served"}, 1)
 		}
+		recolor(t, "orange")
 	})
 
-	recolor := func(t *testing.T, color string) {
-		eachTenant(t, tenants, func(t *testing.T, tn tenant) {
-			harness.Patch(ctx, t, tn.c, main, func(w *widget.Widget) { w.Spec.Color = color })
-			wantConfigMap(ctx, t, wl, tn.lc, "hello", color)
-		})
-	}
+	t.Run("a paused replica stops serving, and serves again when continued", func(t *testing.T) {
+		// SIGSTOP past the lease, as a node that freezes a container: the other
+		// takes its workspaces; on SIGCONT the paused one finds its membership lapsed,
+		// stops, renews and takes its share back once the other has let it go.
+		victim := slices.Sorted(maps.Keys(replicas))[0]
+		p := pause{replica: victim, stopped: time.Now()}
+		if err := replicas[victim].Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		recolor(t, "teal")
+		if held := time.Since(p.stopped); held < replicaLeaseDuration {
+			t.Fatalf("every workspace reconciled %s after the pause, within the lease (%s): the paused replica served none", held, replicaLeaseDuration)
+		}
+		p.continued = time.Now()
+		if err := replicas[victim].Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		pauses = append(pauses, p)
+		t.Logf("replica %s paused for %s", victim, p.continued.Sub(p.stopped).Round(100*time.Millisecond))
+		wantEachShares(ctx, t, replicas, len(tenants))
+		recolor(t, "pink")
+	})
+
 	t.Run("scaling to one replica and back to three keeps every workspace served", func(t *testing.T) {
 		names := slices.Sorted(maps.Keys(replicas))
 		survivor := names[0]
@@ -195,6 +225,18 @@ func TestReplicasShareWorkspaces(t *testing.T) {
 		}
 		if moved == 0 {
 			t.Error("no replica released a workspace to the newcomers")
+		}
+	})
+
+	t.Run("no workspace was served by two replicas at once", func(t *testing.T) {
+		calls := recordedCalls(t, record)
+		excused, violations := overlappingCalls(calls, pauses)
+		t.Logf("%d provider calls recorded; %d overlaps of a call in flight at a pause (the documented bound)", len(calls), len(excused))
+		for _, o := range excused {
+			t.Logf("in flight at the pause: %s", o)
+		}
+		for _, o := range violations {
+			t.Errorf("served by two replicas at once: %s", o)
 		}
 	})
 
