@@ -161,7 +161,9 @@ func (s snapshot) leaseWrites() int {
 }
 
 // secretReads counts the reads of Secrets, one by one or listed.
-func (s snapshot) secretReads() int { return s.byResource["get secrets"] + s.byResource["list secrets"] }
+func (s snapshot) secretReads() int {
+	return s.byResource["get secrets"] + s.byResource["list secrets"]
+}
 
 // writeKinds lists the writes by verb and resource, most frequent first.
 func (s snapshot) writeKinds() []string { return s.kinds(true) }
