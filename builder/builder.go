@@ -7,7 +7,9 @@ import (
 	"slices"
 
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,6 +34,7 @@ type Builder[T provider.Object] struct {
 	mcpPerms       cluster.Permissions
 	workerPerms    *cluster.Permissions
 	platformRules  []rbacv1.PolicyRule
+	platformWakes  []client.Object
 	kcp            apiexport.Provisionable
 	references     []engine.Reference[T]
 	additional     []additionalCluster[T]
@@ -115,6 +118,26 @@ func (b *Builder[T]) PlatformPermissions(rules ...rbacv1.PolicyRule) *Builder[T]
 		}
 	}
 	b.platformRules = append(b.platformRules, rules...)
+	return b
+}
+
+// WatchesPlatform declares kinds the provider writes with cluster.PlatformWriterFromCtx
+// whose changes should call it again for the tenant (a HelmRelease whose status Flux
+// changed), so that it can return a Pending result without polling. The writer labels
+// what it writes with the provider and the tenant; the runtime watches these kinds on
+// the platform cluster, holding only the objects with its label, and maps a change back
+// to the tenant's object as it does the tenant's requests (in standard and kcp mode).
+// The runtime's ServiceAccount gets list and watch on them (PlatformRules). Secrets and
+// ConfigMaps are refused: a provider reads its own back through the writer.
+func (b *Builder[T]) WatchesPlatform(objs ...client.Object) *Builder[T] {
+	for _, o := range objs {
+		switch o.(type) {
+		case *corev1.Secret, *corev1.ConfigMap:
+			b.errs = append(b.errs, fmt.Errorf("WatchesPlatform: %T: the runtime does not watch Secrets or ConfigMaps of the platform", o))
+			continue
+		}
+		b.platformWakes = append(b.platformWakes, o)
+	}
 	return b
 }
 
@@ -221,6 +244,14 @@ func (b *Builder[T]) Complete(r provider.Reconciler[T]) (*Runtime[T], error) {
 			}
 		}
 	}
+	if len(b.platformWakes) > 0 && len(b.platformRules) == 0 {
+		errs = append(errs, errors.New("WatchesPlatform needs PlatformPermissions: only what the provider writes on the platform is watched"))
+	}
+	for _, o := range b.platformWakes {
+		if _, err := apiutil.GVKForObject(o, b.scheme); err != nil {
+			errs = append(errs, fmt.Errorf("WatchesPlatform: %w", err))
+		}
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("service provider %q: %w", b.name, errors.Join(errs...))
 	}
@@ -243,7 +274,7 @@ func (b *Builder[T]) Complete(r provider.Reconciler[T]) (*Runtime[T], error) {
 		name: b.name, scheme: b.scheme, gvk: gvk, listGVK: listGVK,
 		object: b.object, providerConfig: b.providerConfig,
 		workload: b.workload, workloadPerms: b.workloadPerms, mcpPerms: b.mcpPerms, workerPerms: b.workerPerms,
-		platformRules: b.platformRules, kcp: surface, reconciler: r, references: b.references, additional: b.additional,
+		platformRules: b.platformRules, platformWakes: b.platformWakes, kcp: surface, reconciler: r, references: b.references, additional: b.additional,
 	}}, nil
 }
 
@@ -263,6 +294,9 @@ type declarations[T provider.Object] struct {
 	// platformRules are what the provider writes in tenant platform namespaces; nil
 	// when it writes nothing there.
 	platformRules []rbacv1.PolicyRule
+	// platformWakes are kinds of platformRules whose changes call the provider again
+	// (WatchesPlatform).
+	platformWakes []client.Object
 	kcp           apiexport.Provisionable
 	reconciler    provider.Reconciler[T]
 	// references are the platform objects the ProviderConfig or objects name
@@ -302,6 +336,16 @@ func (r *Runtime[T]) PlatformRules() []rbacv1.PolicyRule {
 		return nil
 	}
 	rules := slices.Clone(r.decl.platformRules)
+	for _, o := range r.decl.platformWakes {
+		// The resource as the API server names it from the kind, as RBAC rules of CRDs
+		// usually are (helmreleases, ocirepositories).
+		gvk, err := apiutil.GVKForObject(o, r.decl.scheme)
+		if err != nil {
+			continue // Complete refused it
+		}
+		plural, _ := meta.UnsafeGuessKindToResource(gvk)
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{gvk.Group}, Resources: []string{plural.Resource}, Verbs: []string{"list", "watch"}})
+	}
 	if r.decl.kcp != nil {
 		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"},
 			Verbs: []string{"get", "create", "update", "delete"}})

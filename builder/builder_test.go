@@ -9,6 +9,8 @@ import (
 	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
 	commonapi "github.com/openmcp-project/openmcp-operator/api/common"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,6 +106,36 @@ func TestPlatformRulesAreWhatIsDeclared(t *testing.T) {
 		Complete(widget.Provider{})
 	if err == nil || !strings.Contains(err.Error(), "non-resource") {
 		t.Errorf("Complete with a non-resource rule = %v, want a refusal", err)
+	}
+}
+
+// WatchesPlatform adds list and watch on each kind to the platform RBAC; Secrets,
+// ConfigMaps and a kind the provider does not write are refused at Complete.
+func TestWatchesPlatform(t *testing.T) {
+	s, _ := widgetDeclaration(t)
+	if err := appsv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	declared := rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "create", "update"}}
+	newBuilder := func() *builder.Builder[*widget.Widget] {
+		return builder.ServiceProvider[*widget.Widget]("widgets", s).
+			For(&widget.Widget{}).WithProviderConfig(&widget.WidgetConfig{}).WorkloadCluster(cluster.Permissions{})
+	}
+	r, err := newBuilder().PlatformPermissions(declared).WatchesPlatform(&appsv1.Deployment{}).Complete(widget.Provider{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []rbacv1.PolicyRule{declared, {APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"list", "watch"}}}
+	if got := r.PlatformRules(); !reflect.DeepEqual(got, want) {
+		t.Errorf("rules = %v, want %v", got, want)
+	}
+	for name, b := range map[string]*builder.Builder[*widget.Widget]{
+		"Secrets":                     newBuilder().PlatformPermissions(declared).WatchesPlatform(&corev1.Secret{}),
+		"without PlatformPermissions": newBuilder().WatchesPlatform(&appsv1.Deployment{}),
+	} {
+		if _, err := b.Complete(widget.Provider{}); err == nil || !strings.Contains(err.Error(), "WatchesPlatform") {
+			t.Errorf("%s: Complete = %v, want a refusal naming WatchesPlatform", name, err)
+		}
 	}
 }
 

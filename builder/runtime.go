@@ -18,8 +18,11 @@ import (
 	apisv1alpha1 "github.com/kcp-dev/sdk/apis/apis/v1alpha1"
 	apisv1alpha2 "github.com/kcp-dev/sdk/apis/apis/v1alpha2"
 	clustersv1alpha1 "github.com/openmcp-project/openmcp-operator/api/clusters/v1alpha1"
+	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -61,7 +64,7 @@ type Options struct {
 	// the API); without it an older binary serves through the newer schemas.
 	AllowAPIDowngrade bool
 	// LeaseNamespace holds the leases of several replicas (standard mode's leader
-	// lease, kcp mode's membership and fences). Empty: Namespace, which is where the
+	// lease, kcp mode's membership Leases). Empty: Namespace, which is where the
 	// openmcp-operator grants the runtime the right to write them.
 	LeaseNamespace string
 	// LeaderElection says that several replicas run. Standard mode elects a leader
@@ -342,6 +345,14 @@ func (r *Runtime[T]) platformManagerOptions(opts Options, mode string) manager.O
 		}
 		byObject[key].Namespaces[ref.Namespace] = cache.Config{}
 	}
+	// The kinds that wake the provider are watched cluster-wide (tenant namespaces come
+	// and go), holding only what this provider's writer labelled.
+	for _, o := range r.decl.platformWakes {
+		if byObject == nil {
+			byObject = map[client.Object]cache.ByObject{}
+		}
+		byObject[o] = cache.ByObject{Label: labels.SelectorFromSet(labels.Set{openmcpconst.ManagedByLabel: r.decl.name})}
+	}
 	return manager.Options{
 		Scheme:                  r.decl.scheme,
 		LeaderElection:          opts.LeaderElection,
@@ -490,6 +501,12 @@ func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, labels func(reconcile.
 			return eopts, fmt.Errorf("platform writer: %w", err)
 		}
 		eopts.PlatformWriter = client.WithFieldOwner(direct, fieldOwner(opts.Replica))
+		eopts.PlatformWatches = r.decl.platformWakes
+		if labels != nil {
+			eopts.TenantLabels = func(id cluster.Identity) map[string]string {
+				return labels(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: id.Namespace, Name: id.Name}})
+			}
+		}
 	}
 	order := func(perms cluster.Permissions, extra workload.Options) engine.WorkloadAccess {
 		extra.ControllerName, extra.Permissions, extra.Scheme, extra.Adopt = names.controller, perms, r.decl.scheme, names.adopt

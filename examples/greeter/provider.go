@@ -193,6 +193,12 @@ func writeRelease(ctx context.Context, platform client.Client, ns string, pc *v1
 	return nil
 }
 
+// resync is how long the provider waits for Flux without being called: the runtime
+// calls it as soon as Flux changes the source or a release (WatchesPlatform), so this
+// only bounds a change it could not see, such as one to an object written before the
+// runtime labelled what the provider writes.
+const resync = 10 * time.Minute
+
 // installed reports Ready when every release is Ready at the configured chart version,
 // Flux's own reason and message when the source or a release failed, and progress
 // otherwise.
@@ -214,12 +220,12 @@ func installed(ctx context.Context, platform client.Client, ns string, pc *v1alp
 		c := apimeta.FindStatusCondition(hr.Status.Conditions, fluxmeta.ReadyCondition)
 		switch {
 		case c == nil || hr.Status.ObservedGeneration != hr.Generation || c.Status == metav1.ConditionUnknown:
-			return provider.Pending(fmt.Sprintf("Flux is installing release %s", r.name), 5*time.Second), nil
+			return provider.Pending(fmt.Sprintf("Flux is installing release %s", r.name), resync), nil
 		case c.Status == metav1.ConditionFalse:
 			return provider.Result{}, fmt.Errorf("release %s: Flux says %s: %s", r.name, c.Reason, c.Message)
 		}
 		if latest := hr.Status.History.Latest(); latest == nil || chartVersion(latest.ChartVersion) != pc.Spec.ChartVersion {
-			return provider.Pending(fmt.Sprintf("Flux is rolling release %s to chart version %s", r.name, pc.Spec.ChartVersion), 5*time.Second), nil
+			return provider.Pending(fmt.Sprintf("Flux is rolling release %s to chart version %s", r.name, pc.Spec.ChartVersion), resync), nil
 		}
 	}
 	return provider.Result{Message: fmt.Sprintf("chart version %s is installed", pc.Spec.ChartVersion)}, nil
@@ -265,7 +271,7 @@ func (Provider) Delete(ctx context.Context, g *v1alpha1.Greeter) (provider.Resul
 		// Flux's own word on each release goes to the tenant: an uninstall can wait
 		// minutes on the target's API server (a CRD whose instances it cannot list
 		// yet), and "waiting" alone does not say on what.
-		return provider.Pending("waiting for Flux to uninstall the chart: "+strings.Join(pending, "; "), 2*time.Second), nil
+		return provider.Pending("waiting for Flux to uninstall the chart: "+strings.Join(pending, "; "), resync), nil
 	}
 	repo := &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: SourceName}}
 	if err := platform.Delete(ctx, repo); err != nil && !apierrors.IsNotFound(err) {

@@ -95,6 +95,9 @@ func NewRuntime(name string, kcp apiexport.Provisionable) (*builder.Runtime[*v1a
 		WorkloadCluster(workloadPermissions).
 		MCPPermissions(mcpPermissions).WorkerMCPPermissions(workerPermissions).
 		PlatformPermissions(PlatformPermissions...).
+		// Flux's changes to what the provider wrote call it again: it waits for them
+		// instead of polling (installed, Delete).
+		WatchesPlatform(&sourcev1.OCIRepository{}, &helmv2.HelmRelease{}).
 		KCP(kcp).
 		Complete(Provider{})
 }

@@ -53,13 +53,13 @@ type Options struct {
 	// tenant would read "waiting" for ever. Real grants take minutes (a new cluster
 	// is provisioned, a shared one is scheduled at once). Default 15 minutes.
 	GrantTimeout time.Duration
-	// Recheck is how long a granted access whose requests are unchanged is handed out
-	// from memory, without the library's pass over the requests and without reading
-	// the access Secret again (within the token's renewal time). The requests are read
-	// from the informer cache, so a change to either (a new generation, a denial, a
-	// deletion) ends it at once; the interval bounds only what the cache cannot see, a
-	// Secret replaced without its AccessRequest changing. Default 10 minutes; negative
-	// takes the full pass on every Ensure.
+	// A granted access whose requests are unchanged is handed out from memory, without
+	// the library's pass over the requests and without reading the access Secret
+	// again, until the token's renewal time (docs/design/scale.md, "The access
+	// recheck"). The requests are read from the informer
+	// cache, so a change to either (a new generation, a denial, a deletion) ends it at
+	// once. Recheck is how long that lasts for a credential whose Secret names no
+	// expiry: default 10 minutes; negative takes the full pass on every Ensure.
 	Recheck time.Duration
 	// Adopt gives existing requests of the same controller and registration the
 	// labels this Requester adds beyond the library's, before the library looks at

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
 	"strings"
 
+	openmcpconst "github.com/openmcp-project/openmcp-operator/api/constants"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -77,9 +79,20 @@ func (e *Engine[T]) newTenant(id cluster.Identity, pc provider.ProviderConfig) *
 	t := &cluster.Tenant{Mode: e.opts.Tenancy.Mode(), Identity: id, ProviderConfig: pc,
 		Platform: e.opts.PlatformReader, ProviderNamespace: e.opts.ProviderNamespace}
 	if e.opts.PlatformWriter != nil {
-		t.PlatformWriter = newTenantWriter(e.opts.PlatformWriter, id.TenantNamespace())
+		t.PlatformWriter = newTenantWriter(e.opts.PlatformWriter, id.TenantNamespace(), e.platformLabels(id))
 	}
 	return t
+}
+
+// platformLabels are the labels of what the provider writes on the platform for the
+// tenant id: the provider's managed-by label and the tenant's labels, with which the
+// watches of Options.PlatformWatches select the objects and find their tenant.
+func (e *Engine[T]) platformLabels(id cluster.Identity) map[string]string {
+	l := map[string]string{openmcpconst.ManagedByLabel: e.opts.Provider}
+	if e.opts.TenantLabels != nil {
+		maps.Copy(l, e.opts.TenantLabels(id))
+	}
+	return l
 }
 
 // reachOf is what Delete is told about one cluster.

@@ -72,6 +72,15 @@ type Options[T provider.Object] struct {
 	// each tenant's cluster.PlatformWriterFromCtx confines to the tenant's platform
 	// namespace: set when the provider declared platform permissions.
 	PlatformWriter client.Client
+	// PlatformWatches are kinds the provider writes with the platform writer whose
+	// changes wake the tenant's object: the platform manager watches them (its cache
+	// must hold only those labelled with the provider's managed-by label), and a change
+	// is mapped back to the tenant by the labels the writer put on it (TenantLabels,
+	// the tenancy's RequestsFor).
+	PlatformWatches []client.Object
+	// TenantLabels are the labels that name a tenant on the platform, as on its
+	// requests; nil where the mode has none (platform-service mode).
+	TenantLabels func(cluster.Identity) map[string]string
 	// KubeconfigSecrets, when set, writes the end-user kubeconfigs that no platform
 	// Secret holds (kcp mode's minted tokens) into Secrets in the tenant's platform
 	// namespace, for cluster.Access.Secret (see secrets.go). Set with PlatformWriter in

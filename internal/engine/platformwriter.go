@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,15 +19,35 @@ import (
 // passes through. Every refusal happens before a request is sent: the RBAC behind the
 // client is cluster-wide (tenant namespaces come and go), so the namespace is kept
 // here.
+//
+// What it creates, updates or patches (from the object, as client.MergeFrom does) gets
+// labels, which name the provider and the tenant: the runtime's watches of the kinds
+// a provider asked to be woken by (Options.PlatformWatches) select them, and map each
+// back to its tenant as they do the tenant's requests.
 type tenantWriter struct {
 	client.Client
 	base      client.Client
 	namespace string
+	labels    map[string]string
 }
 
-// newTenantWriter confines base, a client whose reads bypass every cache, to namespace.
-func newTenantWriter(base client.Client, namespace string) client.Client {
-	return &tenantWriter{Client: client.NewNamespacedClient(base, namespace), base: base, namespace: namespace}
+// newTenantWriter confines base, a client whose reads bypass every cache, to namespace,
+// and labels what it writes with labels.
+func newTenantWriter(base client.Client, namespace string, labels map[string]string) client.Client {
+	return &tenantWriter{Client: client.NewNamespacedClient(base, namespace), base: base, namespace: namespace, labels: labels}
+}
+
+// label adds the writer's labels to obj.
+func (w *tenantWriter) label(obj client.Object) {
+	if len(w.labels) == 0 {
+		return
+	}
+	l := obj.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	maps.Copy(l, w.labels)
+	obj.SetLabels(l)
 }
 
 // errApply: an apply configuration's scope cannot be told without its kind's mapping,
@@ -82,14 +103,17 @@ func (w *tenantWriter) List(ctx context.Context, list client.ObjectList, opts ..
 }
 
 func (w *tenantWriter) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	w.label(obj)
 	return w.then(obj, "create", func() error { return w.Client.Create(ctx, obj, opts...) })
 }
 
 func (w *tenantWriter) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	w.label(obj)
 	return w.then(obj, "update", func() error { return w.Client.Update(ctx, obj, opts...) })
 }
 
 func (w *tenantWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	w.label(obj)
 	return w.then(obj, "patch", func() error { return w.Client.Patch(ctx, obj, patch, opts...) })
 }
 

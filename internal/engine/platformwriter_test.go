@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 
@@ -30,14 +31,23 @@ func TestTenantWriterStaysInTheTenantNamespace(t *testing.T) {
 	mapper.Add(corev1.SchemeGroupVersion.WithKind("Namespace"), meta.RESTScopeRoot)
 	mapper.Add(rbacv1.SchemeGroupVersion.WithKind("ClusterRole"), meta.RESTScopeRoot)
 	base := fake.NewClientBuilder().WithScheme(scheme).WithRESTMapper(mapper).Build()
-	w := newTenantWriter(base, "mcp--tenant-a")
+	labels := map[string]string{"openmcp.cloud/managed-by": "widgets", "tenant": "a"}
+	w := newTenantWriter(base, "mcp--tenant-a", labels)
 
-	own := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "values"}}
+	own := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "values", Labels: map[string]string{"app": "widget"}}}
 	if err := w.Create(ctx, own); err != nil {
 		t.Fatalf("create in the tenant's namespace: %v", err)
 	}
 	if own.Namespace != "mcp--tenant-a" {
 		t.Errorf("namespace filled in = %q, want the tenant's", own.Namespace)
+	}
+	// What the writer writes names the provider and the tenant, beside its own labels.
+	stored := &corev1.ConfigMap{}
+	if err := base.Get(ctx, client.ObjectKey{Namespace: "mcp--tenant-a", Name: "values"}, stored); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"openmcp.cloud/managed-by": "widgets", "tenant": "a", "app": "widget"}; !maps.Equal(stored.Labels, want) {
+		t.Errorf("labels of a created object %v, want %v", stored.Labels, want)
 	}
 	if err := w.Get(ctx, client.ObjectKey{Name: "values"}, &corev1.ConfigMap{}); err != nil {
 		t.Errorf("get in the tenant's namespace: %v", err)

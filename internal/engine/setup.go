@@ -104,6 +104,16 @@ func Register[T provider.Object](mgr mcmanager.Manager, opts Options[T], s Setup
 	} else {
 		b = b.Watches(opts.NewObject(), objects)
 	}
+	// What the provider wrote for a tenant on the platform (a HelmRelease whose status
+	// Flux changed) brings the tenant back, as its requests do.
+	if opts.TenantLabels != nil {
+		written := predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetLabels()[openmcpconst.ManagedByLabel] == opts.Provider
+		})
+		for _, obj := range opts.PlatformWatches {
+			b = b.Watches(obj, toTenant, append(local, mcbuilder.WithPredicates(written))...)
+		}
+	}
 	for _, src := range s.Sources {
 		b = b.WatchesRawSource(src(set))
 	}

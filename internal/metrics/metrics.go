@@ -109,7 +109,7 @@ var (
 	// KCPWorkspacesOwned is how many bound workspaces this replica serves: all of them
 	// with one replica, its share with several (internal/sharding).
 	KCPWorkspacesOwned = gauge("kcp", "workspaces_owned",
-		"Bound workspaces this replica serves (holds the fence of) in kcp mode.",
+		"Bound workspaces this replica serves in kcp mode.",
 		"provider")
 
 	// KCPOwnershipChangesTotal counts workspaces this replica started or stopped

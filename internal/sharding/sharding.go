@@ -221,15 +221,11 @@ func (r *Replicas) shouldOwn(workspace string, urls []string, peers []sharder.Pe
 }
 
 // groups remembers the group of replicas of each shard (shardGroup) for the shards
-// and members it was computed from. The coordinator asks the sharder about every
-// engaged workspace on every decision, and it decides once more for every workspace
-// engaged: a replica taking over a dead one's shard of 250 workspaces made 250
-// decisions over 500 workspaces each, sorting the shards and the members anew for
-// every verdict, besides reading the workspace's binding (kcpprovider's isReady).
-// Under the coordinator's lock, on CPUs shared with the servers, those decisions held
-// back for about 2 s the one that takes the dead replica's fences as they expire
-// (docs/design/replicas.md, "Traced on 2026-12-04 18:41"); the coordinator of today
-// asks about every engaged workspace on every listing.
+// and members it was computed from. The coordinator asks about every engaged
+// workspace on every listing, every second: computed anew for every verdict, sorting
+// the shards and the members, a replica that took over a dead one's shard of 250
+// workspaces spent seconds of CPU shared with the servers on it (docs/design/replicas.md,
+// "Traced on 2026-12-04 18:41").
 type groups struct {
 	mu    sync.Mutex
 	urls  []string

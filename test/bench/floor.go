@@ -86,14 +86,14 @@ func (e *kcpEnv) floor(ctx context.Context, kind floorKind) (phase, error) {
 	}
 	// One worker pool for every step, as the runtime has one work queue.
 	workers := make(chan struct{}, concurrency)
+	steps := newSteps(5 * len(e.tenants))
 	var (
 		mu       sync.Mutex
 		done     = map[string]time.Time{}
 		tenants  = make([]*floorTenant, len(e.tenants))
 		readies  int // objects whose Ready status is written
 		allReady = make(chan struct{})
-		steps    sync.WaitGroup
-		errs     = make(chan error, 5*len(e.tenants))
+		errs     = steps.errs
 	)
 	finished := func(key string) {
 		mu.Lock()
@@ -108,14 +108,12 @@ func (e *kcpEnv) floor(ctx context.Context, kind floorKind) (phase, error) {
 	eventSlots := make(chan struct{}, concurrency)
 	event := func(t *floorTenant, reason string) {
 		w := t.w.DeepCopy()
-		steps.Go(func() {
-			eventSlots <- struct{}{}
-			defer func() { <-eventSlots }()
+		steps.on(eventSlots, func() error {
 			if err := floorEvent(ctx, t.ws, w, reason); err != nil {
-				errs <- err
-				return
+				return err
 			}
 			finished(t.key)
+			return nil
 		})
 	}
 	ready := func(t *floorTenant, secret client.ObjectKey) error {
@@ -137,15 +135,7 @@ func (e *kcpEnv) floor(ctx context.Context, kind floorKind) (phase, error) {
 		mu.Unlock()
 		return nil
 	}
-	onWorker := func(fn func() error) {
-		steps.Go(func() {
-			workers <- struct{}{}
-			defer func() { <-workers }()
-			if err := fn(); err != nil {
-				errs <- err
-			}
-		})
-	}
+	onWorker := func(fn func() error) { steps.on(workers, fn) }
 	if kind.platform {
 		byNS := map[string]int{}
 		for i := range e.tenants {
@@ -215,9 +205,7 @@ func (e *kcpEnv) floor(ctx context.Context, kind floorKind) (phase, error) {
 	case <-ctx.Done():
 		return p, ctx.Err()
 	}
-	steps.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	if err := steps.wait(); err != nil {
 		return p, err
 	}
 	p.total = lastOf(done).Sub(start)
@@ -255,6 +243,34 @@ func (e *kcpEnv) floor(ctx context.Context, kind floorKind) (phase, error) {
 		return p, err
 	}
 	return p, e.settleFloorRequests(ctx, kind, e.pf)
+}
+
+// steps runs a floor's steps, each on one of the slots of a pool, and keeps their
+// errors.
+type steps struct {
+	wg   sync.WaitGroup
+	errs chan error
+}
+
+// newSteps returns steps that keep up to capacity errors.
+func newSteps(capacity int) *steps { return &steps{errs: make(chan error, capacity)} }
+
+// on runs fn once one of slots is free.
+func (s *steps) on(slots chan struct{}, fn func() error) {
+	s.wg.Go(func() {
+		slots <- struct{}{}
+		defer func() { <-slots }()
+		if err := fn(); err != nil {
+			s.errs <- err
+		}
+	})
+}
+
+// wait waits for every step and returns the first error.
+func (s *steps) wait() error {
+	s.wg.Wait()
+	close(s.errs)
+	return <-s.errs
 }
 
 // floorTenant issues tenant i's writes up to its workload cluster's order; keep is

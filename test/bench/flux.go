@@ -51,10 +51,11 @@ var fluxInterval = metav1.Duration{Duration: time.Minute}
 // fluxRun is one size, measured with the greeter provider and with Flux alone, each
 // on a fresh platform.
 type fluxRun struct {
-	n               int
-	provider, floor phase
-	providerFailed  bool
-	floorFailed     bool
+	n                       int
+	provider, floor, pfloor phase
+	providerFailed          bool
+	floorFailed             bool
+	pfloorFailed            bool
 	// Per tenant, sorted: the provider's object created to its HelmRelease written
 	// (the runtime, the openmcp-operator granting the ControlPlane's access, the
 	// provider's writes), HelmRelease written to Ready (Flux), HelmRelease Ready to
@@ -62,6 +63,9 @@ type fluxRun struct {
 	// HelmRelease written, and HelmRelease written to Ready.
 	provToRelease, provFlux, provToReady []time.Duration
 	floorToRelease, floorFlux            []time.Duration
+	// The platform floor's first request to its HelmRelease written (the grants),
+	// and HelmRelease written to Ready.
+	pfloorToRelease, pfloorFlux []time.Duration
 }
 
 func fluxScheme() *k8sruntime.Scheme {
@@ -272,14 +276,8 @@ func runFluxFloor(ctx context.Context, env *localenv.Env, n int, r *fluxRun) (ph
 		mu.Lock()
 		created["/"+ns+"/"+greeter.ReleaseName] = time.Now()
 		mu.Unlock()
-		objs, err := floorObjects(ns, url, lp.MCPs[i%len(lp.MCPs)].Kubeconfig(), "hello "+cpName(i))
-		if err != nil {
+		if err := createFloorObjects(ctx, pf, ns, url, fluxKubeconfigSecret, lp.MCPs[i%len(lp.MCPs)].Kubeconfig(), "hello "+cpName(i)); err != nil {
 			return err
-		}
-		for _, o := range objs {
-			if err := pf.Create(ctx, o); err != nil {
-				return fmt.Errorf("creating %T %s/%s: %w", o, ns, o.GetName(), err)
-			}
 		}
 		mu.Lock()
 		written["/"+ns+"/"+greeter.ReleaseName] = time.Now()
@@ -303,16 +301,20 @@ func runFluxFloor(ctx context.Context, env *localenv.Env, n int, r *fluxRun) (ph
 }
 
 // floorObjects are what the floor writes for one tenant in its platform namespace
-// ns: the kubeconfig Secret, and the OCIRepository and HelmRelease as the greeter
-// writes them in standard mode (examples/greeter/provider.go, writeSource and
-// writeRelease), the release pointing at the Secret.
-func floorObjects(ns, url string, kubeconfig []byte, message string) ([]client.Object, error) {
+// ns: the OCIRepository and HelmRelease as the greeter writes them in standard mode
+// (examples/greeter/provider.go, writeSource and writeRelease), the release installing
+// with the kubeconfig in the Secret named secret, and first that Secret when
+// kubeconfig is given.
+func floorObjects(ns, url, secret string, kubeconfig []byte, message string) ([]client.Object, error) {
 	values, err := json.Marshal(map[string]any{"message": message})
 	if err != nil {
 		return nil, err
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fluxKubeconfigSecret},
-		Data: map[string][]byte{"kubeconfig": kubeconfig}}
+	var objs []client.Object
+	if kubeconfig != nil {
+		objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret},
+			Data: map[string][]byte{"kubeconfig": kubeconfig}})
+	}
 	repo := &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: greeter.SourceName},
 		Spec: sourcev1.OCIRepositorySpec{
 			URL:       url,
@@ -325,7 +327,7 @@ func floorObjects(ns, url string, kubeconfig []byte, message string) ([]client.O
 		Spec: helmv2.HelmReleaseSpec{
 			ChartRef:         &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: greeter.SourceName},
 			Interval:         fluxInterval,
-			KubeConfig:       &fluxmeta.KubeConfigReference{SecretRef: &fluxmeta.SecretKeyReference{Name: fluxKubeconfigSecret, Key: "kubeconfig"}},
+			KubeConfig:       &fluxmeta.KubeConfigReference{SecretRef: &fluxmeta.SecretKeyReference{Name: secret, Key: "kubeconfig"}},
 			ReleaseName:      greeter.ReleaseName,
 			TargetNamespace:  greeter.TargetNamespace,
 			StorageNamespace: greeter.TargetNamespace,
@@ -333,7 +335,21 @@ func floorObjects(ns, url string, kubeconfig []byte, message string) ([]client.O
 			Uninstall:        &helmv2.Uninstall{DeletionPropagation: ptr.To("orphan")},
 			Values:           &apiextensionsv1.JSON{Raw: values},
 		}}
-	return []client.Object{secret, repo, hr}, nil
+	return append(objs, repo, hr), nil
+}
+
+// createFloorObjects creates floorObjects in order.
+func createFloorObjects(ctx context.Context, c client.Client, ns, url, secret string, kubeconfig []byte, message string) error {
+	objs, err := floorObjects(ns, url, secret, kubeconfig, message)
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			return fmt.Errorf("creating %T %s/%s: %w", o, o.GetNamespace(), o.GetName(), err)
+		}
+	}
+	return nil
 }
 
 func sortDurations(lists ...[]time.Duration) {
@@ -346,29 +362,32 @@ func sortDurations(lists ...[]time.Duration) {
 func runFlux(ctx context.Context, assets string, sizes []int, opts benchOptions, rep *report) {
 	for _, n := range sizes {
 		r := fluxRun{n: n}
-		err := run(assets, fmt.Sprintf("flux-provider-%d", n), func(env *localenv.Env) error {
-			var err error
-			r.provider, err = runFluxProvider(ctx, env, n, opts, &r)
-			return err
-		})
-		if err != nil {
-			logf("flux provider n=%d failed: %v", n, err)
-			rep.failures = append(rep.failures, fmt.Sprintf("the greeter provider on Flux, %d tenants: %v", n, err))
-			r.providerFailed = true
-		} else {
-			logf("flux provider n=%d: %s", n, r.provider.total.Round(time.Millisecond))
+		sides := []struct {
+			run, what string
+			measure   func(*localenv.Env) (phase, error)
+			into      *phase
+			failed    *bool
+		}{
+			{"flux-provider", "the greeter provider on Flux", func(env *localenv.Env) (phase, error) { return runFluxProvider(ctx, env, n, opts, &r) },
+				&r.provider, &r.providerFailed},
+			{"flux-floor", "Flux alone", func(env *localenv.Env) (phase, error) { return runFluxFloor(ctx, env, n, &r) },
+				&r.floor, &r.floorFailed},
+			{"flux-platform-floor", "Flux with the platform's grants", func(env *localenv.Env) (phase, error) { return runFluxPlatformFloor(ctx, env, n, &r) },
+				&r.pfloor, &r.pfloorFailed},
 		}
-		err = run(assets, fmt.Sprintf("flux-floor-%d", n), func(env *localenv.Env) error {
-			var err error
-			r.floor, err = runFluxFloor(ctx, env, n, &r)
-			return err
-		})
-		if err != nil {
-			logf("flux alone n=%d failed: %v", n, err)
-			rep.failures = append(rep.failures, fmt.Sprintf("Flux alone, %d releases: %v", n, err))
-			r.floorFailed = true
-		} else {
-			logf("flux alone n=%d: %s", n, r.floor.total.Round(time.Millisecond))
+		for _, side := range sides {
+			err := run(assets, fmt.Sprintf("%s-%d", side.run, n), func(env *localenv.Env) error {
+				var err error
+				*side.into, err = side.measure(env)
+				return err
+			})
+			if err != nil {
+				logf("%s n=%d failed: %v", side.what, n, err)
+				rep.failures = append(rep.failures, fmt.Sprintf("%s, %d tenants: %v", side.what, n, err))
+				*side.failed = true
+				continue
+			}
+			logf("%s n=%d: %s", side.what, n, side.into.total.Round(time.Millisecond))
 		}
 		rep.flux = append(rep.flux, r)
 	}
@@ -430,12 +449,18 @@ func (r *report) fluxSection(w func(string, ...any)) {
 		"at once. Per tenant, the runtime orders the ControlPlane's access (AccessRequest, which the operator " +
 		"routes and the local platform grants with a kubeconfig Secret) and a workload cluster, the provider writes " +
 		"the OCIRepository and the HelmRelease naming that Secret, and reports Ready once Flux says the release is " +
-		"Ready at the chart version (polling every 5 s while Flux installs). Time runs from the first creation to " +
+		"Ready at the chart version (called again when Flux changes the OCIRepository or a HelmRelease, `WatchesPlatform`; no poll). Time runs from the first creation to " +
 		"the last Greeter Ready; per object from its creation to its Ready.")
 	w("- **Flux alone (floor)**: no runtime and no access requests. A bare controller-runtime client writes, per " +
 		"tenant and with the runtime's work-queue concurrency (8), a Secret with the admin kubeconfig of the tenant's " +
 		"MCP server, the OCIRepository and the HelmRelease. Time runs from the first write to the last HelmRelease " +
 		"Ready (its observed generation, Ready=True); per object from its tenant's first write.")
+	w("- **Flux with the platform's grants (floor with the platform)**: what the runtime must wait for before the " +
+		"provider may write, ordered by a bare client with the runtime's concurrency and no worker held while it waits " +
+		"(grants seen by watches): per tenant two AccessRequests on the ControlPlane's ClusterRequest (the provider's and " +
+		"the worker's access) and a workload ClusterRequest, then the AccessRequest routed to its Cluster once granted; " +
+		"once all three are granted, their Secrets read and the OCIRepository and HelmRelease written, the release " +
+		"installing with the provider's access Secret. Time runs from the first request to the last HelmRelease Ready.")
 	w("")
 	w("| tenants | what | all Ready | p50 to Ready | p95 to Ready | runtime requests per object |")
 	w("|---|---|---|---|---|---|")
@@ -448,6 +473,7 @@ func (r *report) fluxSection(w func(string, ...any)) {
 		}{
 			{"greeter provider (runtime + Flux)", f.provider, f.providerFailed, fmt.Sprintf("%s (%s writes)", perObj(f.n, f.provider.reqs.total()), perObj(f.n, f.provider.reqs.writes()))},
 			{"Flux alone (floor)", f.floor, f.floorFailed, "none (3 writes by the client)"},
+			{"Flux with the platform's grants (floor with the platform)", f.pfloor, f.pfloorFailed, "none (9 requests by the client: 6 writes, 3 Secret reads)"},
 		}
 		for _, x := range rows {
 			if x.failed {
@@ -462,6 +488,12 @@ func (r *report) fluxSection(w func(string, ...any)) {
 				ratio(percentile(f.provider.lat, .5).Seconds(), percentile(f.floor.lat, .5).Seconds()),
 				ratio(percentile(f.provider.lat, .95).Seconds(), percentile(f.floor.lat, .95).Seconds()))
 		}
+		if !f.providerFailed && !f.pfloorFailed {
+			w("| %d | **ratio provider / floor with the platform** | %s | %s | %s | |", f.n,
+				ratio(f.provider.total.Seconds(), f.pfloor.total.Seconds()),
+				ratio(percentile(f.provider.lat, .5).Seconds(), percentile(f.pfloor.lat, .5).Seconds()),
+				ratio(percentile(f.provider.lat, .95).Seconds(), percentile(f.pfloor.lat, .95).Seconds()))
+		}
 	}
 	w("")
 	w("Where each tenant's time went, p50 / p95. The provider's HelmRelease is written when the benchmark's watch of " +
@@ -470,24 +502,21 @@ func (r *report) fluxSection(w func(string, ...any)) {
 		"arrive as the runtime gets each ControlPlane's access granted, spread out, so Flux's part per release is " +
 		"shorter there: compare the parts within a column, and the totals across.")
 	w("")
-	w("| tenants | part | greeter provider | Flux alone |")
-	w("|---|---|---|---|")
+	w("| tenants | part | greeter provider | Flux alone | Flux with the platform's grants |")
+	w("|---|---|---|---|---|")
 	for _, f := range r.flux {
-		prov := func(lat []time.Duration) string {
-			if f.providerFailed {
-				return "failed"
+		orFailed := func(failed bool) func([]time.Duration) string {
+			return func(lat []time.Duration) string {
+				if failed {
+					return "failed"
+				}
+				return p50p95(lat)
 			}
-			return p50p95(lat)
 		}
-		floor := func(lat []time.Duration) string {
-			if f.floorFailed {
-				return "failed"
-			}
-			return p50p95(lat)
-		}
-		w("| %d | object created (floor: first write) to HelmRelease written | %s | %s |", f.n, prov(f.provToRelease), floor(f.floorToRelease))
-		w("| %d | HelmRelease written to Ready (Flux) | %s | %s |", f.n, prov(f.provFlux), floor(f.floorFlux))
-		w("| %d | HelmRelease Ready to object Ready (the provider sees it) | %s | |", f.n, prov(f.provToReady))
+		prov, floor, pfloor := orFailed(f.providerFailed), orFailed(f.floorFailed), orFailed(f.pfloorFailed)
+		w("| %d | object created (floors: first request) to HelmRelease written | %s | %s | %s |", f.n, prov(f.provToRelease), floor(f.floorToRelease), pfloor(f.pfloorToRelease))
+		w("| %d | HelmRelease written to Ready (Flux) | %s | %s | %s |", f.n, prov(f.provFlux), floor(f.floorFlux), pfloor(f.pfloorFlux))
+		w("| %d | HelmRelease Ready to object Ready (the provider sees it) | %s | | |", f.n, prov(f.provToReady))
 	}
 	w("")
 	for _, f := range r.flux {
@@ -496,6 +525,19 @@ func (r *report) fluxSection(w func(string, ...any)) {
 		}
 		w("Requests of the runtime per Greeter (%d tenants): %s%s%s. openmcp-operator errors until convergence: %.0f.",
 			f.n, byVerb(f.provider.reqs, f.n), readList(f.provider.reqs, f.n), writeList(f.provider.reqs, f.n), f.provider.opErrors)
+		w("")
+		if f.pfloorFailed {
+			continue
+		}
+		q := f.provider.total.Seconds() / f.pfloor.total.Seconds()
+		perGreeter := float64(f.provider.reqs.total()) / float64(f.n)
+		w("| target (issue 51), %d tenants | measured | verdict |", f.n)
+		w("|---|---|---|")
+		w("| the greeter at most 1.2x the floor with the platform's grants (all Ready) | %s (%s against %s) | %s |", ratio(f.provider.total.Seconds(), f.pfloor.total.Seconds()),
+			secs(f.provider.total), secs(f.pfloor.total), verdict(q <= 1.2))
+		w("| at most 24 requests per Greeter | %.1f | %s |", perGreeter, verdict(perGreeter <= 24))
+		w("| no poll of a HelmRelease: the greeter reads its releases when Flux changes them | %s reads of HelmReleases per Greeter | (see examples/greeter: no timed requeue while Flux works) |",
+			perObj(f.n, f.provider.reqs.byResource["get helmreleases"]))
 		w("")
 	}
 }

@@ -389,9 +389,9 @@ func TestOperations(t *testing.T) {
 		// LeaseDuration. It looks every RetryPeriod with client-go's jitter (up to 2.2
 		// RetryPeriods): it notices the last renewal up to one look late and the expiry
 		// up to one look late, so the bound is LeaseDuration plus two looks.
-		// kcp mode: b drops a from its peers once a's membership Lease is LeaseDuration
-		// old, which it sees at its next listing (every RetryPeriod); a's fences have
-		// expired by then, and b's next decision (every RetryPeriod) takes them.
+		// kcp mode: b counts a out once a listing sent LeaseDuration after it first saw
+		// a's last renewal still shows it (listings every half RetryPeriod), publishes
+		// the view without a and, alone, starts a's workspaces at once.
 		limits := map[string]time.Duration{
 			"standard": replicaLeaseDuration + 2*22*replicaRetryPeriod/10 + time.Second, // + the scrape
 			"kcp":      replicaLeaseDuration + 2*replicaRetryPeriod + time.Second,

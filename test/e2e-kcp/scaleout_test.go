@@ -26,7 +26,8 @@ const scaleOutTenants = 30
 
 // failoverLimit is how soon after a replica's SIGKILL a survivor must take the new
 // objects in its workspaces (their finalizer written): above the lease duration the
-// replicas run with (replicaLeaseDuration) plus a renewal period and a decision tick.
+// replicas run with (replicaLeaseDuration) plus a renewal period and the two listings
+// in which the survivors publish the new view and read each other's.
 // Becoming Ready takes the ordinary provisioning of a new object on top (a token, a
 // workload cluster ordered and granted), whose time depends on the machine's load, not
 // on the failover: it is logged and waited for, not bounded here. On 2026-12-05 a CI
@@ -45,9 +46,8 @@ const failoverLimit = 20 * time.Second
 // flight when a replica was paused (docs/design/replicas.md).
 func TestReplicasShareWorkspaces(t *testing.T) {
 	// On the shared platform as a provider of its own, but not beside the parallel
-	// tests: its failover bound is a time, and the platform cluster it shares carries
-	// every replica's workspace leases (measured beside TestSoak: the survivors took
-	// over after 20.2 s instead of 7-13 s).
+	// tests: its failover bound is a time (measured beside TestSoak when every
+	// workspace had a Lease: the survivors took over after 20.2 s instead of 7-13 s).
 	ctx := t.Context()
 	e, platformKubeconfig := startReplicaPlatform(ctx, t, 2)
 	k, pf, wl := e.k, e.pf, e.wl
