@@ -489,9 +489,9 @@ func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, labels func(reconcile.
 		FieldOwner:  fieldOwner(opts.Replica),
 	}
 	if len(r.decl.platformRules) > 0 {
-		// The writer's reads bypass the cache: a provider reads back its own child
-		// objects (a HelmRelease's status), and a cache would watch every one of them
-		// on the platform.
+		// The writer's reads bypass the cache (a cache would watch every object of
+		// every kind a provider reads on the platform), but for the kinds it watches
+		// (WatchesPlatform), whose label-selected cache holds what it wrote.
 		// Its REST mappings follow the platform (package restmapping): a provider
 		// that installs a CRD there, or removes one, is answered as a fresh client
 		// would be.
@@ -502,6 +502,9 @@ func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, labels func(reconcile.
 		}
 		eopts.PlatformWriter = client.WithFieldOwner(direct, fieldOwner(opts.Replica))
 		eopts.PlatformWatches = r.decl.platformWakes
+		if len(r.decl.platformWakes) > 0 {
+			eopts.PlatformCache = local.GetCache()
+		}
 		if labels != nil {
 			eopts.TenantLabels = func(id cluster.Identity) map[string]string {
 				return labels(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: id.Namespace, Name: id.Name}})

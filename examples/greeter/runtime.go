@@ -38,8 +38,9 @@ var installRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 }
 
-// mcpPermissions: the chart's API is a CRD on the end-user cluster.
-var mcpPermissions = cluster.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: append([]rbacv1.PolicyRule{
+// MCPPermissions are what Helm does on the end-user cluster through Flux: the chart's
+// API is a CRD there, and its objects.
+var MCPPermissions = cluster.Permissions{Rules: []clustersv1alpha1.PermissionsRequest{{Rules: append([]rbacv1.PolicyRule{
 	{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 }, installRules...)}}}
 
@@ -93,7 +94,7 @@ func NewRuntime(name string, kcp apiexport.Provisionable) (*builder.Runtime[*v1a
 	return builder.ServiceProvider[*v1alpha1.Greeter](name, s).
 		For(&v1alpha1.Greeter{}).WithProviderConfig(&v1alpha1.GreeterConfig{}).
 		WorkloadCluster(workloadPermissions).
-		MCPPermissions(mcpPermissions).WorkerMCPPermissions(workerPermissions).
+		MCPPermissions(MCPPermissions).WorkerMCPPermissions(workerPermissions).
 		PlatformPermissions(PlatformPermissions...).
 		// Flux's changes to what the provider wrote call it again: it waits for them
 		// instead of polling (installed, Delete).

@@ -78,6 +78,9 @@ type Options[T provider.Object] struct {
 	// is mapped back to the tenant by the labels the writer put on it (TenantLabels,
 	// the tenancy's RequestsFor).
 	PlatformWatches []client.Object
+	// PlatformCache is the platform manager's cache, from which the platform writer
+	// reads the kinds of PlatformWatches.
+	PlatformCache client.Reader
 	// TenantLabels are the labels that name a tenant on the platform, as on its
 	// requests; nil where the mode has none (platform-service mode).
 	TenantLabels func(cluster.Identity) map[string]string
@@ -255,6 +258,12 @@ func (e *Engine[T]) createOrUpdate(ctx context.Context, t Target[T], w *writer[T
 		return e.waitingOrError(st, obj.GetGeneration(), err)
 	}
 	res, err := e.callWith(ctx, w, tenant, "CreateOrUpdate", e.opts.Reconciler.CreateOrUpdate)
+	if apierrors.IsConflict(err) {
+		// The provider updated an object it read from a cache a moment behind (the
+		// platform writer's watched kinds): not the tenant's concern; again at once.
+		log.FromContext(ctx).V(1).Info("provider's write conflicted; calling it again", "error", err.Error())
+		return reconcile.Result{RequeueAfter: time.Second}, nil
+	}
 	if err != nil {
 		return providerFailed(st, obj.GetGeneration(), "CreateOrUpdate", err, v1alpha1.PhaseProgressing)
 	}

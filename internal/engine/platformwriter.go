@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -24,17 +26,38 @@ import (
 // labels, which name the provider and the tenant: the runtime's watches of the kinds
 // a provider asked to be woken by (Options.PlatformWatches) select them, and map each
 // back to its tenant as they do the tenant's requests.
+//
+// A read of a kind the runtime watches for the provider comes from that watch's cache
+// (which holds what the writer labelled), falling back to the API server when the
+// object is not there (written before it was labelled, or not yet seen): the provider
+// reads back what it waits on every time it is woken.
 type tenantWriter struct {
 	client.Client
 	base      client.Client
 	namespace string
 	labels    map[string]string
+	cached    platformCache
 }
 
-// newTenantWriter confines base, a client whose reads bypass every cache, to namespace,
-// and labels what it writes with labels.
-func newTenantWriter(base client.Client, namespace string, labels map[string]string) client.Client {
-	return &tenantWriter{Client: client.NewNamespacedClient(base, namespace), base: base, namespace: namespace, labels: labels}
+// platformCache is the cache of the watched kinds, and which kinds they are.
+type platformCache struct {
+	reader client.Reader
+	kinds  map[reflect.Type]bool
+}
+
+// newPlatformCache returns the cache of the kinds of watched, read through reader.
+func newPlatformCache(reader client.Reader, watched []client.Object) platformCache {
+	c := platformCache{reader: reader, kinds: map[reflect.Type]bool{}}
+	for _, o := range watched {
+		c.kinds[reflect.TypeOf(o)] = true
+	}
+	return c
+}
+
+// newTenantWriter confines base, a client whose reads bypass every cache but cached's,
+// to namespace, and labels what it writes with labels.
+func newTenantWriter(base client.Client, namespace string, labels map[string]string, cached platformCache) client.Client {
+	return &tenantWriter{Client: client.NewNamespacedClient(base, namespace), base: base, namespace: namespace, labels: labels, cached: cached}
 }
 
 // label adds the writer's labels to obj.
@@ -76,7 +99,16 @@ func (w *tenantWriter) then(obj runtime.Object, verb string, call func() error) 
 }
 
 func (w *tenantWriter) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	return w.then(obj, "get", func() error { return w.Client.Get(ctx, key, obj, opts...) })
+	return w.then(obj, "get", func() error {
+		if k := key; w.cached.reader != nil && w.cached.kinds[reflect.TypeOf(obj)] && (k.Namespace == "" || k.Namespace == w.namespace) {
+			k.Namespace = w.namespace
+			err := w.cached.reader.Get(ctx, k, obj, opts...)
+			if !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+		return w.Client.Get(ctx, key, obj, opts...)
+	})
 }
 
 // List asks the scope of the list's item kind: the namespaced client asks the list

@@ -32,7 +32,7 @@ func TestTenantWriterStaysInTheTenantNamespace(t *testing.T) {
 	mapper.Add(rbacv1.SchemeGroupVersion.WithKind("ClusterRole"), meta.RESTScopeRoot)
 	base := fake.NewClientBuilder().WithScheme(scheme).WithRESTMapper(mapper).Build()
 	labels := map[string]string{"openmcp.cloud/managed-by": "widgets", "tenant": "a"}
-	w := newTenantWriter(base, "mcp--tenant-a", labels)
+	w := newTenantWriter(base, "mcp--tenant-a", labels, platformCache{})
 
 	own := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "values", Labels: map[string]string{"app": "widget"}}}
 	if err := w.Create(ctx, own); err != nil {

@@ -111,7 +111,7 @@ func Register[T provider.Object](mgr mcmanager.Manager, opts Options[T], s Setup
 			return o.GetLabels()[openmcpconst.ManagedByLabel] == opts.Provider
 		})
 		for _, obj := range opts.PlatformWatches {
-			b = b.Watches(obj, toTenant, append(local, mcbuilder.WithPredicates(written))...)
+			b = b.Watches(obj, toTenant, append(local, mcbuilder.WithPredicates(written, readinessChanged{}))...)
 		}
 	}
 	for _, src := range s.Sources {

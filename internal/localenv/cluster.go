@@ -7,6 +7,7 @@ package localenv
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -140,24 +141,17 @@ func (e *Env) StartSimulatedNodes(ctx context.Context, s *APIServer, nodes int) 
 	if err := e.StartScheduler(ctx, s); err != nil {
 		return nil, err
 	}
-	ports, err := FreePorts(1)
-	if err != nil {
-		return nil, err
+	// The port is picked before KWOK binds it, and the servers of a platform start
+	// together: another process may bind it first. KWOK then logs the failure and
+	// never manages its nodes, while /healthz answers from the other process; it is
+	// started again on another port.
+	var p *Process
+	for attempt := 1; ; attempt++ {
+		if p, err = e.startKWOK(ctx, s, bin, stages); !errors.Is(err, errPortTaken) || attempt == 5 {
+			break
+		}
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
-	p, err := e.StartProcess(s.Name+"-kwok", bin, []string{
-		"--kubeconfig=" + s.kubeconfigFile,
-		"--config=" + strings.Join(stages, ","),
-		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector=" + simulatedNodeAnnotation + "=fake",
-		"--node-lease-duration-seconds=40",
-		"--node-ip=127.0.0.1",
-		"--server-address=" + addr,
-	}, []string{"HOME=" + filepath.Join(e.Dir, s.Name)}, 10*time.Second)
 	if err != nil {
-		return nil, err
-	}
-	if err := waitHTTPOK(ctx, p, "http://"+addr+"/healthz", time.Minute); err != nil {
 		return nil, err
 	}
 	cs, err := kubernetes.NewForConfig(s.Config)
@@ -180,6 +174,49 @@ func (e *Env) StartSimulatedNodes(ctx context.Context, s *APIServer, nodes int) 
 		}
 		return nil
 	})
+}
+
+// errPortTaken: another process bound the port KWOK was given first.
+var errPortTaken = errors.New("KWOK's port was taken")
+
+// startKWOK starts KWOK's controller for s with stages, serving its health on a free
+// port, and waits until it serves.
+func (e *Env) startKWOK(ctx context.Context, s *APIServer, bin string, stages []string) (*Process, error) {
+	ports, err := FreePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
+	p, err := e.StartProcess(s.Name+"-kwok", bin, []string{
+		"--kubeconfig=" + s.kubeconfigFile,
+		"--config=" + strings.Join(stages, ","),
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=" + simulatedNodeAnnotation + "=fake",
+		"--node-lease-duration-seconds=40",
+		"--node-ip=127.0.0.1",
+		"--server-address=" + addr,
+	}, []string{"HOME=" + filepath.Join(e.Dir, s.Name)}, 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	bindFailed := func(context.Context) error {
+		if log, err := os.ReadFile(p.Log); err == nil && strings.Contains(string(log), "Failed to run server") {
+			return nil
+		}
+		return errors.New("no failure logged")
+	}
+	err = waitHTTPOK(ctx, p, "http://"+addr+"/healthz", time.Minute)
+	// KWOK logs a failed bind at once and then keeps running without managing its
+	// nodes; /healthz may have been answered by the process that holds the port, or
+	// not at all.
+	if bindFailed(ctx) == nil || err == nil && Poll(ctx, 500*time.Millisecond, "KWOK's failed bind", bindFailed) == nil {
+		err = errPortTaken
+	}
+	if err != nil {
+		_ = p.Stop(5 * time.Second)
+		return nil, err
+	}
+	return p, nil
 }
 
 // createNode registers a node as a kubelet does, with what kube-scheduler checks: a

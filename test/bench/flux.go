@@ -460,7 +460,7 @@ func (r *report) fluxSection(w func(string, ...any)) {
 		"(grants seen by watches): per tenant two AccessRequests on the ControlPlane's ClusterRequest (the provider's and " +
 		"the worker's access) and a workload ClusterRequest, then the AccessRequest routed to its Cluster once granted; " +
 		"once all three are granted, their Secrets read and the OCIRepository and HelmRelease written, the release " +
-		"installing with the provider's access Secret. Time runs from the first request to the last HelmRelease Ready.")
+		"installing with the provider's access Secret (which carries the greeter's rights on the ControlPlane; the worker's and the workload's carry one rule). Time runs from the first request to the last HelmRelease Ready.")
 	w("")
 	w("| tenants | what | all Ready | p50 to Ready | p95 to Ready | runtime requests per object |")
 	w("|---|---|---|---|---|---|")

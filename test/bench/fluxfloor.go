@@ -147,9 +147,14 @@ func runFluxPlatformFloor(ctx context.Context, env *localenv.Env, n int, r *flux
 			created["/"+ns+"/"+greeter.ReleaseName] = time.Now()
 			mu.Unlock()
 			mcp := &commonapi.ObjectReference{Namespace: ns, Name: cpName(i)}
+			// The provider's access is what Helm installs with: the greeter's own rights.
+			tokens := map[floorKind]*clustersv1alpha1.TokenConfig{
+				fluxFloorMCP:    {Permissions: greeter.MCPPermissions.Rules},
+				fluxFloorWorker: floorToken(),
+			}
 			for _, kind := range []floorKind{fluxFloorMCP, fluxFloorWorker} {
 				ar := &clustersv1alpha1.AccessRequest{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: kind.name, Labels: floorLabels},
-					Spec: clustersv1alpha1.AccessRequestSpec{RequestRef: mcp, Token: floorToken()}}
+					Spec: clustersv1alpha1.AccessRequestSpec{RequestRef: mcp, Token: tokens[kind]}}
 				if err := pf.Create(ctx, ar); err != nil {
 					return fmt.Errorf("AccessRequest %s/%s: %w", ns, kind.name, err)
 				}
