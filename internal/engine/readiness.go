@@ -1,7 +1,8 @@
 package engine
 
 import (
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"encoding/json"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -10,12 +11,16 @@ import (
 
 // readinessChanged passes the changes of a platform object a provider waits on
 // (Options.PlatformWatches): its deletion, and an update that changes its generation
-// or what its status says of its readiness (status.observedGeneration and the Ready
-// condition's status, reason and observed generation, the convention Flux and most
-// controllers follow). It drops its creation (the provider wrote it, and is still
-// reconciling) and the updates in between: Flux rewrites a HelmRelease's status many
-// times while it installs (progress messages, handled-at times), and each passed
-// update costs the tenant a reconcile with the provider's reads.
+// or its status other than by its conditions, or its Ready condition (status, reason,
+// message, observed generation: the convention Flux and most controllers follow). It
+// drops its creation (the provider wrote it, and is still reconciling) and the updates
+// of other conditions alone: Flux rewrites a HelmRelease's Reconciling condition many
+// times while it installs, and each passed update costs the tenant a reconcile with the
+// provider's reads. The rest of the status is compared whole because a controller may
+// finish in two writes: Flux's helm-controller marks a HelmRelease Ready and records
+// the upgraded chart in status.history apart, and a provider that waits for the
+// version must be woken by the second (the greeter's rollout stayed on "rolling" when
+// only the Ready condition was compared).
 type readinessChanged struct {
 	predicate.Funcs
 }
@@ -35,31 +40,31 @@ func (readinessChanged) Update(e event.UpdateEvent) bool {
 	return readiness(e.ObjectOld) != readiness(e.ObjectNew)
 }
 
-// readinessOf is what readinessChanged compares.
-type readinessOf struct {
-	observedGeneration          int64
-	status, reason              string
-	conditionObservedGeneration int64
-	found                       bool
-}
-
-func readiness(o client.Object) readinessOf {
+// readiness is the object's status with its conditions but Ready left out, as JSON:
+// what readinessChanged compares.
+func readiness(o client.Object) string {
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
 	if err != nil {
-		return readinessOf{}
+		return ""
 	}
-	var r readinessOf
-	r.observedGeneration, _, _ = unstructured.NestedInt64(u, "status", "observedGeneration")
-	conditions, _, _ := unstructured.NestedSlice(u, "status", "conditions")
-	for _, c := range conditions {
-		m, ok := c.(map[string]any)
-		if !ok || m["type"] != "Ready" {
-			continue
+	status, _ := u["status"].(map[string]any)
+	kept := map[string]any{}
+	for k, v := range status {
+		kept[k] = v
+	}
+	if conditions, ok := status["conditions"].([]any); ok {
+		var ready []any
+		for _, c := range conditions {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+				ready = append(ready, map[string]any{"status": m["status"], "reason": m["reason"], "message": m["message"],
+					"observedGeneration": m["observedGeneration"]})
+			}
 		}
-		r.found = true
-		r.status, _, _ = unstructured.NestedString(m, "status")
-		r.reason, _, _ = unstructured.NestedString(m, "reason")
-		r.conditionObservedGeneration, _, _ = unstructured.NestedInt64(m, "observedGeneration")
+		kept["conditions"] = ready
 	}
-	return r
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
