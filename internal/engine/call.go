@@ -79,8 +79,7 @@ func (e *Engine[T]) newTenant(id cluster.Identity, pc provider.ProviderConfig) *
 	t := &cluster.Tenant{Mode: e.opts.Tenancy.Mode(), Identity: id, ProviderConfig: pc,
 		Platform: e.opts.PlatformReader, ProviderNamespace: e.opts.ProviderNamespace}
 	if e.opts.PlatformWriter != nil {
-		t.PlatformWriter = newTenantWriter(e.opts.PlatformWriter, id.TenantNamespace(), e.platformLabels(id),
-			newPlatformCache(e.opts.PlatformCache, e.opts.PlatformWatches))
+		t.PlatformWriter = newTenantWriter(e.opts.PlatformWriter, id.TenantNamespace(), e.platformLabels(id), e.platformCache)
 	}
 	return t
 }

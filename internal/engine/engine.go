@@ -146,6 +146,8 @@ type Engine[T provider.Object] struct {
 	removed  *removed  // objects whose provider Delete has finished (delete)
 	written  *writtenStatuses
 	recorder *recorder // events (events.go)
+	// platformCache is where the platform writers read the watched kinds from.
+	platformCache platformCache
 }
 
 // New returns an Engine.
@@ -157,7 +159,8 @@ func New[T provider.Object](opts Options[T], clusters *clusterSet) *Engine[T] {
 		opts.LiveReader = directReader
 	}
 	e := &Engine[T]{opts: opts, clusters: clusters, reported: newReported(), removed: newRemoved(), written: newWrittenStatuses(),
-		recorder: newRecorder(opts.EventSource, opts.Replica)}
+		platformCache: newPlatformCache(opts.PlatformCache, opts.PlatformWatches),
+		recorder:      newRecorder(opts.EventSource, opts.Replica)}
 	if opts.KubeconfigSecrets != nil {
 		e.secrets = newKubeconfigSecrets(opts.KubeconfigSecrets, opts.Provider)
 	}

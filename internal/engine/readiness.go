@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"maps"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,9 +49,9 @@ func readiness(o client.Object) string {
 		return ""
 	}
 	status, _ := u["status"].(map[string]any)
-	kept := map[string]any{}
-	for k, v := range status {
-		kept[k] = v
+	kept := maps.Clone(status)
+	if kept == nil {
+		kept = map[string]any{}
 	}
 	if conditions, ok := status["conditions"].([]any); ok {
 		var ready []any

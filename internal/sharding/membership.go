@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -305,7 +306,7 @@ func (m *membership) list(ctx context.Context) error {
 		live = append(live, sharder.PeerInfo{ID: holder, Weight: 1})
 		views[holder] = l.Annotations[viewAnnotation]
 	}
-	slices.SortFunc(live, func(a, b sharder.PeerInfo) int { return compareIDs(a.ID, b.ID) })
+	slices.SortFunc(live, func(a, b sharder.PeerInfo) int { return strings.Compare(a.ID, b.ID) })
 	m.peers, m.views, m.observed = live, views, observed
 	m.lists++
 	m.mu.Unlock()
@@ -339,16 +340,6 @@ func (m *membership) leave() {
 func peerID(replica string) string {
 	sum := sha256.Sum256([]byte(replica))
 	return sanitize.DNS1123(replica) + "-" + hex.EncodeToString(sum[:8])
-}
-
-func compareIDs(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func seconds(d time.Duration) int32 {

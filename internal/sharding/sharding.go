@@ -144,10 +144,7 @@ func (r *Replicas) reassessing(ctx context.Context) {
 // replicas that name one view give every workspace to the same replica.
 func (r *Replicas) decision() (string, func(string) bool) {
 	peers := r.members.Snapshot()
-	var urls []string
-	if r.shards != nil {
-		urls = slices.Sorted(slices.Values(r.shards.Published()))
-	}
+	urls := r.shardURLs()
 	h := sha256.New()
 	for _, p := range peers {
 		fmt.Fprintf(h, "peer %s\n", p.ID)
@@ -160,6 +157,15 @@ func (r *Replicas) decision() (string, func(string) bool) {
 	return view, func(workspace string) bool { return r.shouldOwn(workspace, urls, peers, self) }
 }
 
+// shardURLs are the virtual workspaces of the shards, sorted, as the views and the
+// shard groups name them; none without Shards.
+func (r *Replicas) shardURLs() []string {
+	if r.shards == nil {
+		return nil
+	}
+	return slices.Sorted(slices.Values(r.shards.Published()))
+}
+
 // ServesShard says whether this replica watches and serves the workspaces of the
 // kcp shard whose virtual workspace is url: not before the registry has settled, so
 // that replicas starting together do not each take every shard first.
@@ -170,7 +176,7 @@ func (r *Replicas) ServesShard(url string) bool {
 	if !r.members.settled() {
 		return false
 	}
-	return slices.ContainsFunc(r.groups.of(url, slices.Sorted(slices.Values(r.shards.Published())), r.members.Snapshot()), r.isSelf)
+	return slices.ContainsFunc(r.groups.of(url, r.shardURLs(), r.members.Snapshot()), r.isSelf)
 }
 
 func (r *Replicas) isSelf(p sharder.PeerInfo) bool { return p.ID == r.members.Self().ID }
@@ -274,7 +280,7 @@ func (r *Replicas) Responsible(workspace string) bool {
 	peers, self := r.members.Snapshot(), r.members.Self()
 	if r.shards != nil {
 		if _, bound := r.shards.ShardOf(workspace); bound {
-			return r.shouldOwn(workspace, slices.Sorted(slices.Values(r.shards.Published())), peers, self)
+			return r.shouldOwn(workspace, r.shardURLs(), peers, self)
 		}
 	}
 	return r.hrw.ShouldOwn(workspace, peers, self)

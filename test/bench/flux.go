@@ -224,6 +224,17 @@ func runFluxProvider(ctx context.Context, env *localenv.Env, n int, opts benchOp
 	return p, nil
 }
 
+// startFluxFloorPlatform is startFluxPlatform for a floor: it also returns the bare
+// client the floor writes with.
+func startFluxFloorPlatform(ctx context.Context, env *localenv.Env, n int) (*localenv.Platform, string, client.Client, error) {
+	lp, url, err := startFluxPlatform(ctx, env, n)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	pf, err := client.New(fast(lp.Platform.Config), client.Options{Scheme: fluxScheme()})
+	return lp, url, pf, err
+}
+
 // runFluxFloor measures Flux alone on a platform like runFluxProvider's: a bare
 // client writes, per tenant, a Secret with the admin kubeconfig of the tenant's MCP
 // server, the OCIRepository and the HelmRelease the greeter would write (standard
@@ -233,11 +244,7 @@ func runFluxFloor(ctx context.Context, env *localenv.Env, n int, r *fluxRun) (ph
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p := phase{n: n}
-	lp, url, err := startFluxPlatform(ctx, env, n)
-	if err != nil {
-		return p, err
-	}
-	pf, err := client.New(fast(lp.Platform.Config), client.Options{Scheme: fluxScheme()})
+	lp, url, pf, err := startFluxFloorPlatform(ctx, env, n)
 	if err != nil {
 		return p, err
 	}

@@ -40,15 +40,11 @@ func runFluxPlatformFloor(ctx context.Context, env *localenv.Env, n int, r *flux
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p := phase{n: n}
-	lp, url, err := startFluxPlatform(ctx, env, n)
+	lp, url, pf, err := startFluxFloorPlatform(ctx, env, n)
 	if err != nil {
 		return p, err
 	}
 	pfCfg := fast(lp.Platform.Config)
-	pf, err := client.New(pfCfg, client.Options{Scheme: fluxScheme()})
-	if err != nil {
-		return p, err
-	}
 	// Setup, as for the provider: the ControlPlanes, each granted its MCP server.
 	if err := parallel(n, concurrency, func(i int) error {
 		return lp.Local.RegisterControlPlane(ctx, cpName(i), tenantNamespace, localenv.MCPTargetName(i%len(lp.MCPs)))
