@@ -35,6 +35,7 @@ import (
 
 	"github.com/openmcp-project/kcp-serviceprovider/apiexport"
 	"github.com/openmcp-project/kcp-serviceprovider/cluster"
+	"github.com/openmcp-project/kcp-serviceprovider/internal/access"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/engine"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/kcpmode"
 	"github.com/openmcp-project/kcp-serviceprovider/internal/metrics"
@@ -384,11 +385,12 @@ func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcm
 	onboardingCfg := rest.CopyConfig(opts.Onboarding)
 	opts.tune(onboardingCfg)
 	m := opts.Migration
-	controller, mcp := m.RequestController(r.decl.name), m.MCPRegistration()
+	names := r.requestNames(m)
+	mcp := m.MCPRegistration()
 	mode, err := onboarding.NewMode[T](onboardingCfg, onboarding.ModeOptions{
-		ProviderName: controller, Permissions: r.decl.mcpPerms, WorkerPermissions: r.decl.workerPerms, Scheme: r.decl.scheme,
+		ProviderName: names.controller, Permissions: r.decl.mcpPerms, WorkerPermissions: r.decl.workerPerms, Scheme: r.decl.scheme,
 		RetryInterval: opts.RetryInterval, GrantTimeout: opts.GrantTimeout, Tune: opts.tune,
-		MCPID: mcp.ID, MCPSuffix: mcp.Suffix, Adopt: m != nil,
+		MCPID: mcp.ID, MCPSuffix: mcp.Suffix, Adopt: names.adopt, Namespaces: names.namespaces,
 	})
 	if err != nil {
 		return nil, err
@@ -420,7 +422,7 @@ func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcm
 			_ = mgr.AddReadyzCheck(name, c)
 		}
 	}
-	eopts, err := r.engineOptions(mgr, onboarding.Labels, opts, r.requestNames(m))
+	eopts, err := r.engineOptions(mgr, onboarding.Labels, opts, names)
 	if err != nil {
 		return nil, err
 	}
@@ -436,13 +438,13 @@ func (r *Runtime[T]) standardManager(opts Options, sup *kcpmode.Supervisor) (mcm
 		Restartable:             true,
 		NewList:                 r.decl.newList,
 		ProviderConfig:          r.decl.newProviderConfig(),
-		ManagedBy:               controller,
+		ManagedBy:               names.controller,
 		MaxConcurrentReconciles: opts.MaxConcurrentReconciles,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("standard mode controller: %w", err)
 	}
-	if err := addSweep(mgr, e, controller, standardTenantLabels, nil, opts); err != nil {
+	if err := addSweep(mgr, e, names.controller, standardTenantLabels, nil, opts); err != nil {
 		return nil, err
 	}
 	return mgr, nil
@@ -456,12 +458,16 @@ type requestNames struct {
 	controller string
 	workload   migration.Registration
 	adopt      bool
+	// namespaces is the memory of tenant namespaces the mode's requesters share
+	// (access.Namespaces): the requests of one tenant are all in one namespace.
+	namespaces *access.Namespaces
 }
 
 // requestNames are the names of standard mode's requests under m, or the provider's
 // own (m nil, and every other mode).
 func (r *Runtime[T]) requestNames(m *migration.FromOCR) requestNames {
-	return requestNames{controller: m.RequestController(r.decl.name), workload: m.WorkloadRegistration(), adopt: m != nil}
+	return requestNames{controller: m.RequestController(r.decl.name), workload: m.WorkloadRegistration(), adopt: m != nil,
+		namespaces: access.NewNamespaces()}
 }
 
 // engineOptions are the engine's options for one mode, but for the tenancy, which the
@@ -514,6 +520,7 @@ func (r *Runtime[T]) engineOptions(mgr mcmanager.Manager, labels func(reconcile.
 	order := func(perms cluster.Permissions, extra workload.Options) engine.WorkloadAccess {
 		extra.ControllerName, extra.Permissions, extra.Scheme, extra.Adopt = names.controller, perms, r.decl.scheme, names.adopt
 		extra.Labels, extra.RetryInterval, extra.GrantTimeout, extra.Tune = labels, opts.RetryInterval, opts.GrantTimeout, opts.tune
+		extra.Namespaces = names.namespaces
 		return workload.NewOrderer(platform, extra)
 	}
 	if r.decl.workload {

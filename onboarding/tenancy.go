@@ -62,6 +62,9 @@ type ModeOptions struct {
 	MCPID, MCPSuffix string
 	// Adopt: see access.Options.Adopt.
 	Adopt bool
+	// Namespaces: see access.Options.Namespaces; the builder shares one with the
+	// mode's workload orderers.
+	Namespaces *access.Namespaces
 }
 
 // Labels are openMCP's onboarding labels, which map a request back to its object.
@@ -150,6 +153,7 @@ func mcpRequester(platform client.Client, opts ModeOptions, id, suffix string, p
 		GrantTimeout:     opts.GrantTimeout,
 		Tune:             opts.Tune,
 		Adopt:            opts.Adopt,
+		Namespaces:       opts.Namespaces,
 	})
 }
 

@@ -46,6 +46,8 @@ type Options struct {
 	ID, Suffix string
 	// Adopt: see access.Options.Adopt.
 	Adopt bool
+	// Namespaces: see access.Options.Namespaces.
+	Namespaces *access.Namespaces
 }
 
 // NewOrderer returns a Requester ordering workload clusters.
@@ -83,5 +85,6 @@ func NewOrderer(platform client.Client, opts Options) *access.Requester {
 		GrantTimeout:     opts.GrantTimeout,
 		Tune:             opts.Tune,
 		Adopt:            opts.Adopt,
+		Namespaces:       opts.Namespaces,
 	})
 }

@@ -67,3 +67,51 @@ func TestNamespaceOfCachedRequestsIsNotCreated(t *testing.T) {
 		t.Errorf("namespace %s created %d times, want once", freshNS, creates[freshNS])
 	}
 }
+
+// TestRequestersShareTheNamespaceMemory: the requesters of one mode (the MCP's, the
+// worker's, the workload cluster's) order in the same tenant namespace; with one
+// memory, the first to create it spares the others their reads and creations.
+func TestRequestersShareTheNamespaceMemory(t *testing.T) {
+	scheme, reg := workloadRegistration(t, "wl")
+	k := Key{Request: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team", Name: "a"}}, Identity: cluster.StandardIdentity("team", "a")}
+	p := reg.Parameterize(k.Request, k.Identity)
+	ns, err := p.Namespace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	c := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*corev1.Namespace); ok {
+				calls++
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*corev1.Namespace); ok {
+				calls++
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	}).Build()
+	shared := NewNamespaces()
+	first := New(c, Options{ControllerName: "widgets", Registration: reg, Namespaces: shared})
+	if err := first.ensureNamespace(context.Background(), k, p, ns); err != nil {
+		t.Fatal(err)
+	}
+	before := calls
+	second := New(c, Options{ControllerName: "widgets", Registration: reg, Namespaces: shared})
+	if err := second.ensureNamespace(context.Background(), k, p, ns); err != nil {
+		t.Fatal(err)
+	}
+	if calls != before {
+		t.Errorf("the second requester sent %d namespace requests, want none: the first had created %s", calls-before, ns)
+	}
+	alone := New(c, Options{ControllerName: "widgets", Registration: reg})
+	if err := alone.ensureNamespace(context.Background(), k, p, ns); err != nil {
+		t.Fatal(err)
+	}
+	if calls == before {
+		t.Errorf("a requester with a memory of its own sent no namespace request for %s", ns)
+	}
+}

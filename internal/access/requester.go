@@ -70,6 +70,10 @@ type Options struct {
 	// denial is final for that request, but its reason (quota, policy, capacity) often
 	// is not. Default 10 × RetryInterval.
 	DeniedRetry time.Duration
+	// Namespaces is the memory of existing tenant namespaces this Requester shares
+	// with the others ordering on the same platform (namespaces.go); nil: one of its
+	// own.
+	Namespaces *Namespaces
 }
 
 // DefaultRecheck is Options.Recheck's default.
@@ -174,7 +178,7 @@ func New(platform client.Client, opts Options) *Requester {
 	if opts.Recheck == 0 {
 		opts.Recheck = DefaultRecheck
 	}
-	namespaces := newNamespaceMemory(platform)
+	namespaces := newNamespaceMemory(platform, opts.Namespaces)
 	return &Requester{opts: opts, platform: platform, namespaces: namespaces,
 		lib: newLib(namespaces, opts), release: newLib(namespaces, opts),
 		cache: map[types.UID]cachedAccess{}, granted: map[string]grantedAccess{}, tenants: map[string]*tenantState{},
