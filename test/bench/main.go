@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,6 +64,8 @@ func main() {
 	alone := flag.String("operator-alone-sizes", "", "request counts for the real openmcp-operator's own throughput with no runtime; empty skips it")
 	newcomers := flag.Int("newcomers", 20, "kcp mode: tenants bound one at a time after the steady state, each timed from its object's creation to Ready")
 	replicaSizes := flag.String("replica-sizes", "", "kcp mode on a kcp of two shards, served by 1 and by 2 replicas: tenant workspace counts; empty skips it")
+	replicaCounts := flag.String("replica-counts", "1,2", "with -replica-sizes: the numbers of replicas measured at each size")
+	baselineSizes := flag.String("baseline-replica-sizes", "", "with -replica-sizes and -baseline: the sizes whose runs are measured again with the baseline's runtime; empty: every size")
 	replicaFloors := flag.Bool("replica-floors", true, "measure both floors again on the kcp of two shards before the 1-replica run (about 20 minutes at 500); false leaves the kcp section's floors as the only ones")
 	fluxSizes := flag.String("flux-sizes", "", "tenant counts for the greeter example provider (standard mode, one MCP server per tenant) against Flux alone installing the same releases; empty skips it")
 	baseline := flag.String("baseline", "", "a benchmark binary built from an earlier commit (make bench BENCH_BASELINE=<rev> builds it): kcp mode and the runs of several replicas are measured again with its runtime, in the same run, as the rows of the old behaviour")
@@ -191,12 +194,22 @@ func main() {
 		if err != nil {
 			fatalf("-replica-sizes: %v", err)
 		}
+		counts, err := parseSizes(*replicaCounts)
+		if err != nil {
+			fatalf("-replica-counts: %v", err)
+		}
+		baseSizes := rs
+		if *baselineSizes != "" {
+			if baseSizes, err = parseSizes(*baselineSizes); err != nil {
+				fatalf("-baseline-replica-sizes: %v", err)
+			}
+		}
 		ropts := opts
 		ropts.skipFloor = !*replicaFloors
 		for _, n := range rs {
-			for _, replicas := range []int{1, 2} {
+			for _, replicas := range counts {
 				for _, o := range withBaseline(ropts, base) {
-					if replicas == 1 && o.baseline != "" {
+					if o.baseline != "" && (replicas == 1 || !slices.Contains(baseSizes, n)) {
 						continue // one replica's old behaviour is the kcp section's baseline row
 					}
 					var r replicaRun
