@@ -152,12 +152,15 @@ func TestGreeterOnFlux(t *testing.T) {
 		all = slices.Delete(all, 1, 2)
 	})
 
+	// The tenants are deleted together, as a platform's are: each deletion waits for
+	// Helm's uninstall (about 20 s), so one after another took a minute per three.
 	t.Run("deletion waits for Flux and leaves nothing", func(t *testing.T) {
 		for _, s := range all {
-			s.tn.DeleteAndExpectNoLeftovers(t, s.obj)
-		}
-		for _, s := range all {
-			expectNothingLeft(ctx, t, env, s)
+			t.Run(s.tn.Name, func(t *testing.T) {
+				t.Parallel()
+				s.tn.DeleteAndExpectNoLeftovers(t, s.obj)
+				expectNothingLeft(ctx, t, env, s)
+			})
 		}
 	})
 }
