@@ -88,16 +88,8 @@ func main() {
 	} else {
 		log.SetLogger(logr.Discard())
 	}
-	ks, err := parseSizes(*sizes)
-	if err != nil {
-		fatalf("-sizes: %v", err)
-	}
-	ss := ks
-	if *stdSizes != "" {
-		if ss, err = parseSizes(*stdSizes); err != nil {
-			fatalf("-std-sizes: %v", err)
-		}
-	}
+	ks := sizesFlag("sizes", *sizes, nil)
+	ss := sizesFlag("std-sizes", *stdSizes, ks)
 	opts := benchOptions{concurrency: *conc, qps: float32(*qps), burst: *burst, retry: *retry, steady: *steady, newcomers: *newcomers,
 		runtimeBin: os.Args[0]}
 	// The old behaviour's rows: the same phases with the baseline's runtime, on
@@ -161,17 +153,11 @@ func main() {
 		}
 	}
 	if *platformSizes != "" {
-		ps, err := parseSizes(*platformSizes)
-		if err != nil {
-			fatalf("-platform-sizes: %v", err)
-		}
+		ps := sizesFlag("platform-sizes", *platformSizes, nil)
 		rep.platform = comparePlatforms(ctx, assets, ps, opts, rep)
 	}
 	if *alone != "" {
-		as, err := parseSizes(*alone)
-		if err != nil {
-			fatalf("-operator-alone-sizes: %v", err)
-		}
+		as := sizesFlag("operator-alone-sizes", *alone, nil)
 		for _, n := range as {
 			var r operatorAlone
 			err := run(assets, fmt.Sprintf("operator-alone-%d", n), func(env *localenv.Env) error {
@@ -190,20 +176,9 @@ func main() {
 		}
 	}
 	if *replicaSizes != "" {
-		rs, err := parseSizes(*replicaSizes)
-		if err != nil {
-			fatalf("-replica-sizes: %v", err)
-		}
-		counts, err := parseSizes(*replicaCounts)
-		if err != nil {
-			fatalf("-replica-counts: %v", err)
-		}
-		baseSizes := rs
-		if *baselineSizes != "" {
-			if baseSizes, err = parseSizes(*baselineSizes); err != nil {
-				fatalf("-baseline-replica-sizes: %v", err)
-			}
-		}
+		rs := sizesFlag("replica-sizes", *replicaSizes, nil)
+		counts := sizesFlag("replica-counts", *replicaCounts, nil)
+		baseSizes := sizesFlag("baseline-replica-sizes", *baselineSizes, rs)
 		ropts := opts
 		ropts.skipFloor = !*replicaFloors
 		for _, n := range rs {
@@ -234,10 +209,7 @@ func main() {
 		}
 	}
 	if *fluxSizes != "" {
-		fs, err := parseSizes(*fluxSizes)
-		if err != nil {
-			fatalf("-flux-sizes: %v", err)
-		}
+		fs := sizesFlag("flux-sizes", *fluxSizes, nil)
 		rep.command, rep.machine = commandLine(), machine()
 		runFlux(ctx, assets, fs, opts, rep)
 	}
@@ -302,6 +274,19 @@ func withBaseline(opts benchOptions, base *benchOptions) []benchOptions {
 // hack/bench-baseline.sh names after the commit ("bench-<rev>").
 func baselineName(bin string) string {
 	return "-" + strings.TrimPrefix(filepath.Base(bin), "bench-")
+}
+
+// sizesFlag is the list of counts flag name holds, or def when it is empty and def
+// is not nil; a malformed list ends the run.
+func sizesFlag(name, value string, def []int) []int {
+	if value == "" && def != nil {
+		return def
+	}
+	sizes, err := parseSizes(value)
+	if err != nil {
+		fatalf("-%s: %v", name, err)
+	}
+	return sizes
 }
 
 func parseSizes(s string) ([]int, error) {
